@@ -1,0 +1,27 @@
+"""Capture: Dynamo's FX graph → AOTAutograd → ATen forward (and backward) graphs.
+
+Mirrors `compile_fx` in `torch/_inductor/compile_fx.py`. `aot_module_simplified` traces
+the Dynamo graph through the ATen dispatcher with our decomposition table, functionalizes
+it (no in-place ops or aliasing left inside), and -- when gradients are needed -- splits it
+into a forward and a backward graph. Each is handed to `compile_fx_inner` (our compiler
+proper); AOTAutograd stitches the compiled pieces into an autograd.Function.
+"""
+from __future__ import annotations
+
+import functools
+
+from torch._functorch.aot_autograd import aot_module_simplified
+
+from .decompositions import decomposition_table
+
+
+def compile_fx(gm, example_inputs, config):
+    from ..compile_fx import compile_fx_inner
+
+    return aot_module_simplified(
+        gm, example_inputs,
+        fw_compiler=functools.partial(compile_fx_inner, config=config, name="forward"),
+        bw_compiler=functools.partial(compile_fx_inner, config=config, name="backward"),
+        inference_compiler=functools.partial(compile_fx_inner, config=config, name="inference"),
+        decompositions=decomposition_table(),
+    )

@@ -1,0 +1,96 @@
+"""Pieces every code generator shares: IndentedBuffer, CSE, KernelArgs, Kernel.
+
+Mirrors `torch/_inductor/codegen/common.py`. A `Kernel` *is* an ops handler: while a
+buffer's body runs under `V.set_ops_handler(kernel)`, each `ops.add(a, b)` goes through
+the backend's `*Overrides` table to become a string such as `a + b`, and `CSE` names it
+(`auto tmp3 = a + b;`) unless the same expression was already named.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+
+class IndentedBuffer:
+    def __init__(self, indent: int = 0):
+        self.lines: list[str] = []
+        self._indent = indent
+
+    def writeline(self, line: str = ""):
+        self.lines.append(("    " * self._indent + line) if line else "")
+
+    def writelines(self, lines):
+        for line in lines:
+            self.writeline(line)
+
+    def splice(self, other: "IndentedBuffer | str"):
+        text = other.getvalue() if isinstance(other, IndentedBuffer) else other
+        for line in text.splitlines():
+            self.writeline(line)
+
+    @contextlib.contextmanager
+    def indent(self, n: int = 1):
+        self._indent += n
+        try:
+            yield
+        finally:
+            self._indent -= n
+
+    def getvalue(self) -> str:
+        return "\n".join(self.lines)
+
+    def __bool__(self):
+        return bool(self.lines)
+
+
+class CSE:
+    """Common-subexpression elimination: one variable per distinct expression string."""
+
+    def __init__(self, prefix="tmp", line_template="auto {var} = {expr};"):
+        self.prefix, self.template = prefix, line_template
+        self.cache: dict[str, str] = {}
+        self._count = itertools.count()
+
+    def newvar(self) -> str:
+        return f"{self.prefix}{next(self._count)}"
+
+    def generate(self, buffer: IndentedBuffer, expr: str) -> str:
+        if expr in self.cache:
+            return self.cache[expr]
+        var = self.newvar()
+        buffer.writeline(self.template.format(var=var, expr=expr))
+        self.cache[expr] = var
+        return var
+
+    @contextlib.contextmanager
+    def scope(self):
+        """Names made inside (e.g. in a C++ lambda) must not leak to code outside."""
+        saved = dict(self.cache)
+        try:
+            yield
+        finally:
+            self.cache = saved
+
+
+class KernelArgs:
+    """Buffer name → kernel parameter name (`in_ptr0`, `out_ptr0`), in call order."""
+
+    def __init__(self):
+        self.input_buffers: dict[str, str] = {}
+        self.output_buffers: dict[str, str] = {}
+
+    def input(self, name: str) -> str:
+        if name in self.output_buffers:
+            return self.output_buffers[name]
+        if name not in self.input_buffers:
+            self.input_buffers[name] = f"in_ptr{len(self.input_buffers)}"
+        return self.input_buffers[name]
+
+    def output(self, name: str) -> str:
+        if name not in self.output_buffers:
+            self.output_buffers[name] = f"out_ptr{len(self.output_buffers)}"
+        return self.output_buffers[name]
+
+    def call_names(self) -> list[str]:
+        """Buffer names to pass, in the order of the kernel's parameters."""
+        return list(self.input_buffers) + list(self.output_buffers)

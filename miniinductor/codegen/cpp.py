@@ -1,0 +1,288 @@
+"""C++/OpenMP code generation: one `extern "C"` function per scheduled group of buffers.
+
+Mirrors `torch/_inductor/codegen/cpp.py` (CppOverrides, CppKernel). The kernel is an ops
+handler: running a buffer's body under it turns every `ops.*` call into a C++ statement
+(`CppOverrides` holds the expression of each op, `CSE` names the results). The loops
+around the body come from the buffer's ranges:
+
+    #pragma omp parallel for            <- outer (non-reduction) loops, when big enough
+    for (long i0 = 0; i0 < 64; i0 += 1) {
+        float acc0 = 0;                  <- reduction prefix
+        #pragma omp simd reduction(+:acc0)
+        for (long r0 = 0; r0 < 128; r0 += 1) {
+            auto tmp0 = in_ptr0[r0 + 128*i0];     <- loads and compute
+            acc0 = acc0 + tmp0;
+        }
+        out_ptr0[i0] = acc0;             <- stores
+    }
+
+Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
+let the compiler vectorize with -O3 -march=native. float16/bfloat16 are loaded as float.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+import torch
+
+from ..ir.indexing import cexpr, index_vars, simplify_with_ranges
+from ..ops_handler import BINARY_OPS, UNARY_OPS
+from ..virtualized import V
+from .common import CSE, IndentedBuffer, KernelArgs
+
+DTYPE_TO_CPP = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
+    torch.bfloat16: "uint16_t", torch.int64: "int64_t", torch.int32: "int32_t",
+    torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
+}
+#: the type arithmetic happens in: float16/bfloat16 are widened to float
+COMPUTE_TYPE = {**DTYPE_TO_CPP, torch.float16: "float", torch.bfloat16: "float"}
+LOAD_CONVERT = {torch.float16: "mi_half2float", torch.bfloat16: "mi_bf162float"}
+STORE_CONVERT = {torch.float16: "mi_float2half", torch.bfloat16: "mi_float2bf16"}
+
+
+def cpp_constant(value, dtype) -> str:
+    ctype = COMPUTE_TYPE[dtype]
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        value = float(value)
+        if math.isnan(value):
+            return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+        if math.isinf(value):
+            return f"{'-' if value < 0 else ''}std::numeric_limits<{ctype}>::infinity()"
+        return repr(value) + ("f" if ctype == "float" else "")
+    return f"static_cast<{ctype}>({int(value)}L)"
+
+
+class CppOverrides:
+    """ops name → C++ expression. Arguments are already-named variables."""
+    add = staticmethod(lambda a, b: f"{a} + {b}")
+    sub = staticmethod(lambda a, b: f"{a} - {b}")
+    mul = staticmethod(lambda a, b: f"{a} * {b}")
+    truediv = staticmethod(lambda a, b: f"{a} / {b}")
+    floordiv = staticmethod(lambda a, b: f"mi_floordiv({a}, {b})")
+    mod = staticmethod(lambda a, b: f"mi_mod({a}, {b})")
+    fmod = staticmethod(lambda a, b: f"mi_fmod({a}, {b})")
+    pow = staticmethod(lambda a, b: f"mi_pow({a}, {b})")
+    maximum = staticmethod(lambda a, b: f"mi_max({a}, {b})")
+    minimum = staticmethod(lambda a, b: f"mi_min({a}, {b})")
+    atan2 = staticmethod(lambda a, b: f"std::atan2({a}, {b})")
+    hypot = staticmethod(lambda a, b: f"std::hypot({a}, {b})")
+    copysign = staticmethod(lambda a, b: f"std::copysign({a}, {b})")
+    eq = staticmethod(lambda a, b: f"{a} == {b}")
+    ne = staticmethod(lambda a, b: f"{a} != {b}")
+    lt = staticmethod(lambda a, b: f"{a} < {b}")
+    le = staticmethod(lambda a, b: f"{a} <= {b}")
+    gt = staticmethod(lambda a, b: f"{a} > {b}")
+    ge = staticmethod(lambda a, b: f"{a} >= {b}")
+    logical_and = staticmethod(lambda a, b: f"{a} && {b}")
+    logical_or = staticmethod(lambda a, b: f"{a} || {b}")
+    logical_xor = staticmethod(lambda a, b: f"static_cast<bool>({a}) != static_cast<bool>({b})")
+    bitwise_and = staticmethod(lambda a, b: f"{a} & {b}")
+    bitwise_or = staticmethod(lambda a, b: f"{a} | {b}")
+    bitwise_xor = staticmethod(lambda a, b: f"{a} ^ {b}")
+    bitwise_left_shift = staticmethod(lambda a, b: f"{a} << {b}")
+    bitwise_right_shift = staticmethod(lambda a, b: f"{a} >> {b}")
+    logical_not = staticmethod(lambda x: f"!{x}")
+    bitwise_not = staticmethod(lambda x: f"mi_bitwise_not({x})")
+    neg = staticmethod(lambda x: f"-{x}")
+    abs = staticmethod(lambda x: f"std::abs({x})")
+    rsqrt = staticmethod(lambda x: f"1 / std::sqrt({x})")
+    sigmoid = staticmethod(lambda x: f"1 / (1 + std::exp(-{x}))")
+    relu = staticmethod(lambda x: f"mi_relu({x})")
+    reciprocal = staticmethod(lambda x: f"1 / {x}")
+    round = staticmethod(lambda x: f"std::nearbyint({x})")
+    sign = staticmethod(lambda x: f"mi_sign({x})")
+    square = staticmethod(lambda x: f"{x} * {x}")
+    where = staticmethod(lambda c, a, b: f"{c} ? {a} : {b}")
+
+
+for _name in ("exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh "
+              "asinh acosh atanh erf erfc lgamma floor ceil trunc isnan isinf signbit").split():
+    setattr(CppOverrides, _name, staticmethod(lambda x, _f=_name: f"std::{_f}({x})"))
+
+REDUCTION_INIT = {"sum": "0", "prod": "1", "any": "false"}
+REDUCTION_COMBINE = {
+    "sum": "{acc} = {acc} + {value};", "prod": "{acc} = {acc} * {value};",
+    "max": "{acc} = mi_max({acc}, {value});", "min": "{acc} = mi_min({acc}, {value});",
+    "any": "{acc} = {acc} || {value};",
+}
+OMP_REDUCTION_OP = {"sum": "+", "prod": "*", "any": "||"}
+
+
+def reduction_init(reduction_type, ctype):
+    if reduction_type in ("max", "argmax"):
+        return f"-std::numeric_limits<{ctype}>::infinity()" if ctype in ("float", "double") \
+            else f"std::numeric_limits<{ctype}>::lowest()"
+    if reduction_type in ("min", "argmin"):
+        return f"std::numeric_limits<{ctype}>::infinity()" if ctype in ("float", "double") \
+            else f"std::numeric_limits<{ctype}>::max()"
+    return REDUCTION_INIT[reduction_type]
+
+
+class CppKernel:
+    """Generates one C++ function for a list of buffers sharing the same loop nest."""
+
+    def __init__(self, name: str, ranges, reduction_ranges, config):
+        self.name, self.config = name, config
+        self.ranges, self.reduction_ranges = list(ranges), list(reduction_ranges)
+        self.itervars = index_vars("i", self.ranges)
+        self.reduction_vars = index_vars("r", self.reduction_ranges)
+        self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
+        self.args = KernelArgs()
+        self.cse = CSE()
+        self.compute = IndentedBuffer()       # loads and arithmetic, innermost loop
+        self.stores = IndentedBuffer()        # stores of pointwise results, innermost loop
+        self.reduction_prefix = IndentedBuffer()
+        self.reduction_suffix = IndentedBuffer()
+        self.omp_reductions: list[tuple[str, str]] = []  # (op, acc) for full reductions
+        self.has_argreduction = False
+
+    # ------------------------------------------------------------------ the ops handler
+    def __getattr__(self, name):
+        if name in UNARY_OPS or name in BINARY_OPS:
+            template = getattr(CppOverrides, name)
+            return lambda *args: self.cse.generate(self.compute, template(*args))
+        raise AttributeError(name)
+
+    def index(self, expr) -> str:
+        return cexpr(simplify_with_ranges(sympy.sympify(expr), self.var_ranges))
+
+    def load(self, name, index):
+        dtype = V.graph.get_dtype(name)
+        expr = f"{self.args.input(name)}[{self.index(index)}]"
+        if dtype in LOAD_CONVERT:
+            expr = f"{LOAD_CONVERT[dtype]}({expr})"
+        return self.cse.generate(self.compute, expr)
+
+    def _store_line(self, name, index, value):
+        dtype = V.graph.get_dtype(name)
+        value = f"{STORE_CONVERT[dtype]}({value})" if dtype in STORE_CONVERT else value
+        return f"{self.args.output(name)}[{self.index(index)}] = {value};"
+
+    def store(self, name, index, value):
+        self.stores.writeline(self._store_line(name, index, value))
+
+    def store_reduction(self, name, index, value):
+        self.reduction_suffix.writeline(self._store_line(name, index, value))
+
+    def constant(self, value, dtype):
+        return self.cse.generate(self.compute, cpp_constant(value, dtype))
+
+    def index_expr(self, expr, dtype):
+        return self.cse.generate(self.compute, f"static_cast<{COMPUTE_TYPE[dtype]}>({self.index(expr)})")
+
+    def to_dtype(self, x, dtype):
+        return self.cse.generate(self.compute, f"static_cast<{COMPUTE_TYPE[dtype]}>({x})")
+
+    def where(self, cond, a, b):
+        return self.cse.generate(self.compute, CppOverrides.where(cond, a, b))
+
+    def indirect_indexing(self, x, size):
+        var = self.cse.generate(self.compute, f"static_cast<int64_t>({x} < 0 ? {x} + {size} : {x})")
+        return sympy.Symbol(var, integer=True, nonnegative=True)
+
+    def masked(self, mask, body, other):
+        """`mask ? body() : other`, with body's loads inside a lambda so that they only run
+        where the mask holds (padding and cat read out of bounds otherwise)."""
+        lambda_var = self.cse.newvar()
+        outer = self.compute
+        self.compute = IndentedBuffer()
+        with self.cse.scope():
+            result = body()
+        inner = self.compute
+        self.compute = outer
+        outer.writeline(f"auto {lambda_var} = [&] {{")
+        with outer.indent():
+            outer.splice(inner)
+            outer.writeline(f"return {result};")
+        outer.writeline("};")
+        other_expr = str(other).lower() if isinstance(other, bool) else (
+            f"decltype({lambda_var}())({cpp_constant(other, torch.float64)})"
+            if isinstance(other, float) else f"decltype({lambda_var}())({other})")
+        return self.cse.generate(outer, f"{mask} ? {lambda_var}() : {other_expr}")
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        acc = f"acc{len(self.reduction_prefix.lines)}"
+        ctype = COMPUTE_TYPE[dtype if reduction_type not in ("argmax", "argmin") else src_dtype]
+        self.reduction_prefix.writeline(f"{ctype} {acc} = {reduction_init(reduction_type, ctype)};")
+        if reduction_type in ("argmax", "argmin"):
+            self.has_argreduction = True
+            self.reduction_prefix.writeline(f"int64_t {acc}_index = 0;")
+            better = ">" if reduction_type == "argmax" else "<"
+            linear = sum((r * math.prod(self.reduction_ranges[k + 1:]) for k, r in enumerate(self.reduction_vars)),
+                         sympy.Integer(0))
+            self.compute.writeline(f"if ({acc} == {acc} && ({value} != {value} || {value} {better} {acc})) "
+                                   f"{{ {acc} = {value}; {acc}_index = {cexpr(linear)}; }}")
+            return f"{acc}_index"
+        self.compute.writeline(REDUCTION_COMBINE[reduction_type].format(acc=acc, value=value))
+        if reduction_type in OMP_REDUCTION_OP:
+            self.omp_reductions.append((OMP_REDUCTION_OP[reduction_type], acc))
+        else:
+            self.omp_reductions.append((None, acc))
+        return acc
+
+    # ------------------------------------------------------------------ the loop nest
+    def _parallel_pragma(self, sizes) -> tuple[str, int]:
+        """`#pragma omp parallel for` over enough leading loops to feed the threads."""
+        total = math.prod(sizes) * max(math.prod(self.reduction_ranges), 1)
+        if not sizes or total < self.config.parallel_min_numel:
+            return "", 0
+        depth, work = 0, 1
+        while depth < len(sizes) and work < 64:
+            work *= sizes[depth]
+            depth += 1
+        collapse = f" collapse({depth})" if depth > 1 else ""
+        return f"#pragma omp parallel for{collapse}", depth
+
+    def codegen(self) -> str:
+        code = IndentedBuffer()
+        params = [f"const {DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
+                  for n, p in self.args.input_buffers.items()]
+        params += [f"{DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
+                   for n, p in self.args.output_buffers.items()]
+        code.writeline(f'extern "C" void {self.name}({", ".join(params)}) {{')
+        with code.indent():
+            pragma, depth = self._parallel_pragma(self.ranges)
+            closers = 0
+            for k, (var, size) in enumerate(zip(self.itervars, self.ranges)):
+                if k == 0 and pragma:
+                    code.writeline(pragma)
+                elif k == len(self.ranges) - 1 and not self.reduction_ranges and k >= depth:
+                    code.writeline("#pragma omp simd")
+                code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
+                code._indent += 1
+                closers += 1
+            code.splice(self.reduction_prefix)
+            for k, (var, size) in enumerate(zip(self.reduction_vars, self.reduction_ranges)):
+                code.writelines(self._reduction_pragmas(k))
+                code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
+                code._indent += 1
+                closers += 1
+            code.splice(self.compute)
+            code.splice(self.stores)
+            for _ in range(len(self.reduction_ranges)):
+                code._indent -= 1
+                code.writeline("}")
+                closers -= 1
+            code.splice(self.reduction_suffix)
+            for _ in range(closers):
+                code._indent -= 1
+                code.writeline("}")
+        code.writeline("}")
+        return code.getvalue()
+
+    def _reduction_pragmas(self, k) -> list[str]:
+        """A full reduction (no outer loop) parallelises its first reduction loop; the
+        innermost reduction loop gets `omp simd` (which allows reassociating a sum)."""
+        ops_accs = self.omp_reductions
+        if self.has_argreduction or any(op is None for op, _ in ops_accs):
+            return []
+        clause = " ".join(f"reduction({op}:{acc})" for op, acc in ops_accs)
+        if k == 0 and not self.ranges and math.prod(self.reduction_ranges) >= self.config.parallel_min_numel:
+            return [f"#pragma omp parallel for {clause}"]
+        if k == len(self.reduction_ranges) - 1:
+            return [f"#pragma omp simd {clause}"]
+        return []

@@ -1,0 +1,116 @@
+// miniinductor C++ kernel prelude: included at the top of every generated CPU module.
+// float16 / bfloat16 are stored as uint16_t and computed in float (as Inductor does).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+static inline float mi_half2float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);            // inf / nan
+    else if (exp != 0) bits = sign | ((exp + 112) << 23) | (mant << 13);  // normal
+    else {                                                                // zero / subnormal
+        float f = (float)mant * 5.9604644775390625e-8f;                    // mant * 2^-24
+        std::memcpy(&bits, &f, 4);
+        bits |= sign;
+    }
+    float out;
+    std::memcpy(&out, &bits, 4);
+    return out;
+}
+
+static inline uint16_t mi_float2half(float f) {  // round to nearest even
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    uint16_t sign = (x >> 16) & 0x8000;
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0);
+    if (ax >= 0x477ff000u) return sign | 0x7c00;                           // >= 65520: inf
+    if (ax < 0x38800000u) {                                                 // < 2^-14
+        float v;
+        std::memcpy(&v, &ax, 4);
+        return sign | (uint16_t)std::nearbyint(v * 16777216.0f);            // units of 2^-24
+    }
+    ax += 0xc8000fffu + ((ax >> 13) & 1);                                   // rebias and round
+    return sign | (uint16_t)(ax >> 13);
+}
+
+static inline float mi_bf162float(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float out;
+    std::memcpy(&out, &bits, 4);
+    return out;
+}
+
+static inline uint16_t mi_float2bf16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);  // quiet nan
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+// NaN-propagating max/min, as torch.maximum / amax.
+template <typename A, typename B> static inline auto mi_max(A a, B b) {
+    using T = decltype(a + b);
+    return (a != a || a > b) ? (T)a : (T)b;
+}
+template <typename A, typename B> static inline auto mi_min(A a, B b) {
+    using T = decltype(a + b);
+    return (a != a || a < b) ? (T)a : (T)b;
+}
+
+// Python-style floor division and modulus (the sign follows the divisor).
+template <typename A, typename B> static inline auto mi_floordiv(A a, B b) {
+    using T = decltype(a + b);
+    if constexpr (std::is_floating_point_v<T>) {
+        if (b == 0) return (T)(a / b);
+        T mod = std::fmod((T)a, (T)b), div = ((T)a - mod) / (T)b;
+        if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+        if (div == 0) return std::copysign((T)0, (T)a / (T)b);
+        T floordiv = std::floor(div);
+        if (div - floordiv > (T)0.5) floordiv += 1;
+        return floordiv;
+    } else {
+        if (b == 0) return (T)0;  // eager raises ZeroDivisionError; a kernel cannot
+        T q = a / b;
+        if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+        return q;
+    }
+}
+template <typename A, typename B> static inline auto mi_mod(A a, B b) {
+    using T = decltype(a + b);
+    if constexpr (std::is_floating_point_v<T>) {
+        T r = std::fmod((T)a, (T)b);
+        return (r != 0 && ((r < 0) != (b < 0))) ? r + (T)b : r;
+    } else {
+        if (b == 0) return (T)0;
+        T r = a % b;
+        return (r != 0 && ((r < 0) != (b < 0))) ? r + (T)b : r;
+    }
+}
+template <typename A, typename B> static inline auto mi_fmod(A a, B b) {
+    using T = decltype(a + b);
+    if constexpr (std::is_floating_point_v<T>) return std::fmod((T)a, (T)b);
+    else return b == 0 ? (T)0 : (T)(a % b);
+}
+template <typename T> static inline T mi_sign(T x) {
+    if constexpr (std::is_floating_point_v<T>) { if (x != x) return x; }
+    return (T)((T(0) < x) - (x < T(0)));
+}
+template <typename T> static inline auto mi_bitwise_not(T x) {
+    if constexpr (std::is_same_v<T, bool>) return !x; else return (T)~x;
+}
+template <typename T> static inline T mi_relu(T x) { return x < T(0) ? T(0) : x; }
+template <typename A, typename B> static inline auto mi_pow(A a, B b) {
+    using T = decltype(a + b);
+    if constexpr (std::is_floating_point_v<T>) return (T)std::pow((T)a, (T)b);
+    else {  // integer power by squaring, as eager does
+        if (b < 0) return (T)(a == 1 ? 1 : (a == -1 ? ((b % 2) ? -1 : 1) : 0));
+        T result = 1, base = a;
+        for (auto e = b; e > 0; e >>= 1) { if (e & 1) result *= base; base *= base; }
+        return result;
+    }
+}

@@ -1,0 +1,156 @@
+"""Wrapper codegen: the generated Python module whose `call(args)` runs one graph.
+
+Mirrors `torch/_inductor/codegen/wrapper.py`. The module holds the C++ source of all
+kernels of the graph (built once, cached on disk, loaded with ctypes) and a `call`
+function that allocates each buffer, launches kernels and extern ATen calls in schedule
+order, frees buffers after their last use, and returns the outputs.
+
+Simplified: no buffer reuse pool yet (a freed buffer goes back to PyTorch's allocator).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..ir.nodes import Buffer, ComputedBuffer, MultiOutput, ReinterpretView
+from ..scheduler import FusedGroup
+from .common import IndentedBuffer
+
+
+def pyrepr(value) -> str:
+    """A Python expression that rebuilds `value` inside the wrapper."""
+    if isinstance(value, ReinterpretView):
+        lay = value.layout
+        return f"reinterpret({value.get_name()}, {tuple(lay.size)}, {tuple(lay.stride)}, {lay.offset})"
+    if isinstance(value, Buffer):
+        return value.get_name()
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(pyrepr(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, torch.dtype):
+        return str(value)
+    if isinstance(value, torch.device):
+        return f"torch.device({str(value)!r})"
+    if isinstance(value, (torch.layout, torch.memory_format)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {pyrepr(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def op_path(op) -> str:
+    namespace = getattr(op, "namespace", None)
+    if namespace is None:
+        return f"{op.__module__}.{op.__name__}"
+    return f"torch.ops.{namespace}.{op._opname}.{op._overloadname}"
+
+
+def _names_in(value) -> list[str]:
+    if isinstance(value, (Buffer, ReinterpretView)):
+        return [value.get_name()]
+    if isinstance(value, (list, tuple)):
+        return [n for v in value for n in _names_in(v)]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in _names_in(v)]
+    return []
+
+
+class WrapperCodeGen:
+    def __init__(self, graph, scheduler, kernel_sources: dict[str, tuple[str, list[str]]], cpp_source: str):
+        self.graph, self.scheduler = graph, scheduler
+        self.kernels = kernel_sources    # kernel name → (C++ text, argument buffer names)
+        self.cpp_source = cpp_source
+
+    def _steps(self):
+        """(lines, names read, names defined) for each step of `call`, in order."""
+        steps = []
+        for item in self.scheduler.schedule:
+            if isinstance(item, FusedGroup):
+                lines = [self._alloc(self.graph.get_buffer(n)) for n in item.get_names()]
+                _, arg_names = self.kernels[item.kernel_name]
+                ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in arg_names)
+                origins = sorted({o for n in item.nodes for o in getattr(n.node, "origins", [])})
+                lines.append(f"{item.kernel_name}({ptrs})  # {', '.join(origins)}")
+                steps.append((lines, set(arg_names), set(item.get_names())))
+            else:
+                node = item.node
+                steps.append((self._extern_lines(node), set(self._extern_reads(node)), {node.get_name()}))
+        return steps
+
+    @staticmethod
+    def _alloc(buf: ComputedBuffer) -> str:
+        lay = buf.layout
+        return (f"{buf.get_name()} = empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, "
+                f"dtype={lay.dtype}, device={pyrepr(lay.device)})")
+
+    @staticmethod
+    def _extern_reads(node) -> list[str]:
+        if isinstance(node, MultiOutput):
+            return [node.parent.get_name()]
+        return _names_in(list(node.args)) + _names_in(node.kwargs)
+
+    @staticmethod
+    def _extern_lines(node) -> list[str]:
+        name = node.get_name()
+        if isinstance(node, MultiOutput):
+            lay = node.layout
+            return [f"{name} = check_layout({node.parent.get_name()}[{node.index}], "
+                    f"{tuple(lay.size)}, {tuple(lay.stride)})"]
+        args = ", ".join([pyrepr(a) for a in node.args] + [f"{k}={pyrepr(v)}" for k, v in node.kwargs.items()])
+        line = f"{name} = {op_path(node.op)}({args})"
+        if node.layout is None:
+            return [line]
+        lay = node.layout
+        return [line, f"{name} = check_layout({name}, {tuple(lay.size)}, {tuple(lay.stride)})"]
+
+    def _output_expr(self, value) -> str:
+        return pyrepr(value)
+
+    def generate(self) -> str:
+        code = IndentedBuffer()
+        code.writelines([
+            f"# miniinductor generated wrapper for {self.graph.name}",
+            "import torch",
+            "from ctypes import c_void_p",
+            "from miniinductor.runtime.cpp_builder import load_kernels",
+            "from miniinductor.runtime.helpers import check_layout, reinterpret",
+            "empty_strided = torch.empty_strided",
+            "constants = {}  # filled by the loader with the graph's constant tensors",
+            "",
+            "CPP_SOURCE = r'''",
+        ])
+        code.lines.extend(self.cpp_source.splitlines())
+        code.writeline("'''")
+        names = list(self.kernels)
+        code.writeline(f"_kernels = load_kernels(CPP_SOURCE, {names!r})")
+        for name in names:
+            code.writeline(f"{name} = _kernels[{name!r}]")
+        code.writeline("")
+        code.writeline("")
+        code.writeline("def call(args):")
+        with code.indent():
+            inputs = self.graph.graph_input_names
+            if inputs:
+                code.writeline(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
+            code.writeline("args.clear()")
+            for const in self.graph.constants:
+                code.writeline(f"{const} = constants[{const!r}]")
+            output_names = set(_names_in(list(self.graph.outputs)))
+            steps = self._steps()
+            last_use = {}
+            for k, (_, reads, defines) in enumerate(steps):
+                for n in reads | defines:
+                    last_use[n] = k
+            for k, (lines, reads, defines) in enumerate(steps):
+                code.writelines(lines)
+                dead = sorted(n for n in reads | defines if last_use[n] == k and n not in output_names)
+                if dead:
+                    code.writeline(f"del {', '.join(dead)}")
+            outs = ", ".join(self._output_expr(o) for o in self.graph.outputs)
+            code.writeline(f"return ({outs}{',' if len(self.graph.outputs) == 1 else ''})")
+        return code.getvalue() + "\n"
+
+

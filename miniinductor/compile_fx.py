@@ -1,0 +1,128 @@
+"""The compiler proper: one ATen graph → a callable, through every phase in order.
+
+Mirrors `compile_fx_inner` in `torch/_inductor/compile_fx.py`:
+
+    GraphLowering(gm).run()      lowering/  ATen ops → loop IR buffers
+    Scheduler(graph.buffers)     scheduler/ buffers → ordered kernels
+    CppKernel per kernel         codegen/   loop IR → C++ source
+    WrapperCodeGen               codegen/   → Python module with call(args)
+    load_wrapper                 runtime/   build the C++, import the module
+
+`CompiledGraph` keeps every artifact so that each phase can be printed afterwards.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.util
+import logging
+import os
+
+
+import torch
+from torch._functorch.aot_autograd import make_boxed_func
+
+from . import metrics
+from .codegen.cpp import CppKernel
+from .codegen.wrapper import WrapperCodeGen
+from .lowering import GraphLowering
+from .runtime.cpp_builder import cache_dir
+from .scheduler import FusedGroup, Scheduler
+from .virtualized import V
+
+log = logging.getLogger("miniinductor")
+
+
+@dataclasses.dataclass
+class CompiledGraph:
+    graph: GraphLowering
+    scheduler: Scheduler
+    kernels: dict                 # kernel name → (C++ source, argument buffer names)
+    wrapper_source: str
+    path: str
+    call: object
+
+    def __call__(self, args):
+        return self.call(args)
+
+
+def generate_kernels(graph, scheduler, config) -> dict:
+    kernels = {}
+    for item in scheduler.schedule:
+        if not isinstance(item, FusedGroup):
+            continue
+        kernel = CppKernel(item.kernel_name, item.ranges, item.reduction_ranges, config)
+        with V.set_ops_handler(kernel):
+            for node in item.nodes:
+                node.node.store_body(kernel.itervars, kernel.reduction_vars)
+        kernels[item.kernel_name] = (kernel.codegen(), kernel.args.call_names())
+    return kernels
+
+
+def load_wrapper(source: str):
+    """Write the wrapper module into the cache folder and import it from there."""
+    key = hashlib.sha256(source.encode()).hexdigest()[:32]
+    folder = cache_dir() / key[:2]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{key}_wrapper.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"miniinductor_wrapper_{key}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, str(path)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph") -> CompiledGraph:
+    graph = GraphLowering(gm, example_inputs, config, name).run()
+    with V.set_graph_handler(graph):
+        scheduler = Scheduler(graph.buffers)
+        kernels = generate_kernels(graph, scheduler, config)
+        cpp_source = "\n\n".join(src for src, _ in kernels.values())
+        wrapper_source = WrapperCodeGen(graph, scheduler, kernels, cpp_source).generate()
+    wrapper_source = wrapper_source.replace("load_kernels(CPP_SOURCE, ", f"load_kernels(CPP_SOURCE, cxx={config.cxx!r}, names=", 1)
+    module, path = load_wrapper(wrapper_source)
+    module.constants.update(graph.constants)
+    metrics.generated_kernel_count += len(kernels)
+    metrics.output_code_paths.append(path)
+    metrics.graphs_compiled += 1
+    log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
+    return CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call)
+
+
+def _unsupported_graph(example_inputs) -> str | None:
+    for x in example_inputs:
+        if isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
+                isinstance(s, torch.SymInt) for s in x.shape)):
+            return "dynamic shapes"
+        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
+            return f"{x.device.type} tensors (no GPU code generator yet)"
+    return None
+
+
+def compile_fx_inner(gm, example_inputs, config, name="graph"):
+    """AOTAutograd's forward/backward compiler: a boxed callable (takes a list of args)."""
+    reason = _unsupported_graph(example_inputs)
+    if reason is not None:
+        log.warning("miniinductor runs this %s graph eagerly: %s are not supported", name, reason)
+        return make_boxed_func(gm.forward)
+    compiled = compile_graph(gm, example_inputs, config, name)
+    call = compiled.call
+    call._boxed_call = True
+    call.compiled_graph = compiled
+    _last_compiled.append(compiled)
+    del _last_compiled[:-8]
+    return call
+
+
+_last_compiled: list[CompiledGraph] = []
+
+
+def last_compiled() -> list[CompiledGraph]:
+    """The most recently compiled graphs (up to 8), newest last: for printing phases."""
+    return list(_last_compiled)
+
+
+

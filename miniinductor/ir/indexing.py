@@ -1,0 +1,157 @@
+"""SymPy index expressions: loop variables, FloorDiv, ModularIndexing, and their simplifier.
+
+Mirrors `torch/_inductor/sizevars.py` and `torch/utils/_sympy/functions.py`. Every load
+and store in the loop IR addresses memory with an expression such as
+`i0*4096 + ModularIndexing(i1, 64, 12)`; views never copy data, they rewrite these.
+
+Simplified: sizes are plain integers (no dynamic shapes, no guards), so simplification
+needs only the loop ranges: `simplify_with_ranges(expr, {i0: 8, i1: 512})` uses the facts
+`0 <= i < range` to remove divisions and moduli that cannot change the value.
+"""
+from __future__ import annotations
+
+import functools
+
+import sympy
+
+
+def index_symbol(prefix: str, i: int) -> sympy.Symbol:
+    """Loop variables: `i0, i1...` for outer loops, `r0, r1...` for reduction loops."""
+    return sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True)
+
+
+def index_vars(prefix: str, ranges) -> list[sympy.Symbol]:
+    return [index_symbol(prefix, i) for i in range(len(ranges))]
+
+
+class FloorDiv(sympy.Function):
+    """floor(base / divisor) for integers."""
+    nargs = (2,)
+    is_integer = True
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1:
+            return base
+        if base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+
+
+class ModularIndexing(sympy.Function):
+    """(base // divisor) % modulus: how a flat index splits into the digits of a shape."""
+    nargs = (3,)
+    is_integer = True
+
+    @classmethod
+    def eval(cls, base, divisor, modulus):
+        if base == 0 or modulus == 1:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
+            return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+
+
+def bounds(expr, ranges) -> tuple[int, int] | None:
+    """Inclusive (lo, hi) of `expr` when each variable v lies in [0, ranges[v]), or None."""
+    if expr.is_Integer:
+        return int(expr), int(expr)
+    if expr.is_Symbol:
+        return (0, ranges[expr] - 1) if expr in ranges else None
+    if expr.is_Add or expr.is_Mul:
+        parts = [bounds(a, ranges) for a in expr.args]
+        if any(p is None for p in parts):
+            return None
+        lo, hi = parts[0]
+        for plo, phi in parts[1:]:
+            if expr.is_Add:
+                lo, hi = lo + plo, hi + phi
+            else:
+                corners = (lo * plo, lo * phi, hi * plo, hi * phi)
+                lo, hi = min(corners), max(corners)
+        return lo, hi
+    if isinstance(expr, FloorDiv):
+        b, d = bounds(expr.args[0], ranges), int(expr.args[1])
+        return None if b is None else (b[0] // d, b[1] // d)
+    if isinstance(expr, ModularIndexing):
+        return 0, int(expr.args[2]) - 1
+    return None
+
+
+def _split_divisible(base, divisor):
+    """base = divisor*quotient + rest, where quotient gathers the terms divisible by divisor."""
+    quotient, rest = sympy.Integer(0), sympy.Integer(0)
+    for term in sympy.Add.make_args(sympy.expand(base)):
+        coeff, _ = term.as_coeff_Mul()
+        if coeff.is_Integer and int(coeff) % divisor == 0:
+            quotient += term / divisor
+        else:
+            rest += term
+    return quotient, rest
+
+
+def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
+    """Rewrite FloorDiv/ModularIndexing using `0 <= v < ranges[v]`; leaves the rest alone."""
+    if not isinstance(expr, sympy.Expr) or expr.is_Atom:
+        return expr
+    args = [simplify_with_ranges(a, ranges) for a in expr.args]
+    if isinstance(expr, FloorDiv):
+        base, divisor = args[0], int(args[1])
+        quotient, rest = _split_divisible(base, divisor)
+        b = bounds(rest, ranges)
+        if b is not None and 0 <= b[0] and b[1] < divisor:
+            return quotient
+        return quotient + FloorDiv(rest, divisor)
+    if isinstance(expr, ModularIndexing):
+        base, divisor, modulus = args[0], int(args[1]), int(args[2])
+        quotient, rest = _split_divisible(base, divisor * modulus)  # whole laps vanish
+        b = bounds(rest, ranges)
+        if b is not None and 0 <= b[0] and b[1] < divisor * modulus:
+            return simplify_with_ranges(FloorDiv(rest, divisor), ranges)
+        return ModularIndexing(rest, divisor, modulus)
+    return expr.func(*args)
+
+
+@functools.lru_cache(maxsize=None)
+def _c_printer():
+    from sympy.printing.c import C99CodePrinter
+
+    class CIndexPrinter(C99CodePrinter):
+        """Prints index expressions as C: FloorDiv → `/`, ModularIndexing → `/ %`.
+        Index values are non-negative (indirect indices are wrapped first), so C's
+        truncating division agrees with floor division."""
+
+        def _print_FloorDiv(self, expr):
+            return f"(({self._print(expr.args[0])}) / {self._print(expr.args[1])})"
+
+        def _print_ModularIndexing(self, expr):
+            base, div, mod = (self._print(a) for a in expr.args)
+            inner = base if div == "1" else f"(({base}) / {div})"
+            return f"({inner} % {mod})"
+
+        def _print_Integer(self, expr):
+            return f"{int(expr)}L" if abs(int(expr)) >= 2**31 else str(int(expr))
+
+    return CIndexPrinter()
+
+
+def cexpr(expr) -> str:
+    return _c_printer().doprint(expr)
+
+
+def evaluate(expr, env: dict):
+    """Evaluate an index expression with Python ints or torch integer tensors in `env`."""
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Symbol:
+        return env[expr]
+    args = [evaluate(a, env) for a in expr.args]
+    if expr.is_Add:
+        return functools.reduce(lambda a, b: a + b, args)
+    if expr.is_Mul:
+        return functools.reduce(lambda a, b: a * b, args)
+    if isinstance(expr, FloorDiv):
+        return args[0] // args[1]
+    if isinstance(expr, ModularIndexing):
+        return (args[0] // args[1]) % args[2]
+    raise NotImplementedError(f"cannot evaluate index {expr}")

@@ -1,0 +1,238 @@
+"""GraphLowering: run the ATen FX graph once, building loop IR instead of tensors.
+
+Mirrors `torch/_inductor/graph.py`. It is an `fx.Interpreter`: each placeholder becomes
+an `InputBuffer`, each `call_function` node calls the op's lowering (registry.py) or,
+when there is none, becomes an `ExternKernel` that calls ATen at run time; the output
+node realizes every returned value with the strides eager would give it.
+
+Realization (when a value stops being inlined and becomes a buffer):
+  * reductions and extern outputs always;
+  * graph outputs;
+  * a pointwise value read by more than one FX user (so it is computed once, not once
+    per consumer) -- real Inductor also weighs how expensive the body is and how many
+    buffers it reads; the scheduler issue refines this.
+"""
+from __future__ import annotations
+
+import logging
+import operator
+
+import torch
+import torch.fx
+
+from .. import metrics
+from ..ir.nodes import (SUPPORTED_DTYPES, Buffer, ComputedBuffer, ExternKernel, InputBuffer, IRNode,
+                        Layout, Loops, MultiOutput, Pointwise, ReinterpretView, StorageBox,
+                        strided_view_of, unwrap_buffer)
+from ..virtualized import V
+from .registry import find_lowering
+
+log = logging.getLogger("miniinductor")
+
+#: ops that every compiler leaves to a library (matmul, convolution, sorting...):
+#: falling back on them is the plan, so they are logged quietly.
+EXTERN_BY_DESIGN = {
+    "mm", "addmm", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
+    "_scaled_dot_product_flash_attention_for_cpu", "native_dropout", "rand", "randn",
+    "bernoulli", "convolution_backward", "max_pool2d_with_indices", "scatter_add", "index_put",
+}
+_logged_ops: set[str] = set()
+
+
+def _tensors_in(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors_in(v)
+
+
+class GraphLowering(torch.fx.Interpreter):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, config, name="graph"):
+        super().__init__(gm)
+        self.config = config
+        self.name = name
+        self.example_inputs = example_inputs
+        self.graph_inputs: dict[str, InputBuffer] = {}
+        self.graph_input_names: list[str] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.buffers: list[Buffer] = []
+        self.outputs: list = []
+        self._node: torch.fx.Node | None = None
+        self._device = torch.device("cpu")
+
+    # ------------------------------------------------------------------ helpers for lowerings
+    def current_target(self):
+        return self._node.target
+
+    def current_meta(self):
+        val = self._node.meta.get("val") if self._node is not None else None
+        return val if isinstance(val, torch.Tensor) else None
+
+    def current_device(self):
+        return self._device
+
+    def register_buffer(self, buf: Buffer) -> Buffer:
+        buf.name = f"buf{len(self.buffers)}"
+        self.buffers.append(buf)
+        if self._node is not None and hasattr(buf, "origins") and isinstance(buf, ComputedBuffer):
+            buf.origins.append(self._node.name)
+        return buf
+
+    def get_buffer(self, name: str) -> Buffer:
+        if name in self.graph_inputs:
+            return self.graph_inputs[name]
+        return next(b for b in self.buffers if b.name == name)
+
+    def get_dtype(self, name: str) -> torch.dtype:
+        return self.get_buffer(name).get_dtype()
+
+    # ------------------------------------------------------------------ the interpreter
+    def run(self):
+        with V.set_graph_handler(self):
+            super().run(*self.example_inputs)
+        return self
+
+    def run_node(self, node):
+        self._node = node
+        try:
+            return super().run_node(node)
+        finally:
+            self._node = None
+
+    def placeholder(self, target, args, kwargs):
+        example = super().placeholder(target, args, kwargs)
+        name = self._node.name
+        if not isinstance(example, torch.Tensor):
+            return example  # a SymInt or Python scalar: used as a constant
+        self._device = example.device
+        layout = Layout(example.device, example.dtype, list(example.shape), list(example.stride()))
+        buf = InputBuffer(name, layout)
+        self.graph_inputs[name] = buf
+        self.graph_input_names.append(name)
+        return buf
+
+    def get_attr(self, target, args, kwargs):
+        value = super().get_attr(target, args, kwargs)
+        if not isinstance(value, torch.Tensor):
+            return value
+        name = f"const_{target.replace('.', '_')}"
+        self.constants[name] = value
+        buf = InputBuffer(name, Layout(value.device, value.dtype, list(value.shape), list(value.stride())))
+        self.graph_inputs[name] = buf
+        return buf
+
+    def call_function(self, target, args, kwargs):
+        if target is operator.getitem:
+            return args[0][args[1]]
+        lowering = find_lowering(target)
+        reason = self._unsupported_reason(target, args, lowering)
+        if reason is None:
+            try:
+                result = lowering(*args, **kwargs)
+            except NotImplementedError as exc:
+                reason = f"lowering declined: {exc}"
+        if reason is not None:
+            result = self.fallback(target, args, kwargs, reason)
+        if isinstance(result, StorageBox) and isinstance(result.data, Pointwise) and len(self._node.users) > 1:
+            result.realize()
+        return result
+
+    def _unsupported_reason(self, target, args, lowering):
+        if lowering is None:
+            return "no lowering"
+        if self.config.fallback_all:
+            return "fallback_all option"
+        for t in _tensors_in(self._node.meta.get("val")):
+            if t.dtype not in SUPPORTED_DTYPES:
+                return f"dtype {t.dtype} not supported by our kernels"
+        for a in args:
+            items = a if isinstance(a, (list, tuple)) else [a]
+            for x in items:
+                if isinstance(x, IRNode) and x.get_dtype() not in SUPPORTED_DTYPES:
+                    return f"dtype {x.get_dtype()} not supported by our kernels"
+        return None
+
+    # ------------------------------------------------------------------ fallbacks
+    def realize_for_extern(self, x):
+        """An IR value as something ATen can take: a buffer or a strided view of one."""
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.realize_for_extern(v) for v in x)
+        if not isinstance(x, IRNode):
+            return x
+        x.realize()
+        found = strided_view_of(x)
+        if found is None:  # e.g. a reshape of a transpose: copy it to contiguous memory
+            box = StorageBox(Pointwise(x.get_device(), x.get_dtype(), x.make_loader(), x.get_size()))
+            return box.realize()
+        buf, layout = found
+        if layout.size == buf.layout.size and layout.stride == buf.layout.stride and layout.offset == 0:
+            return buf
+        return ReinterpretView(buf, layout)
+
+    def fallback(self, target, args, kwargs, reason):
+        op_name = str(getattr(target, "overloadpacket", target)).split(".")[-1]
+        metrics.fallback_count += 1
+        metrics.fallback_ops[str(target)] += 1
+        if str(target) not in _logged_ops:
+            _logged_ops.add(str(target))
+            level = logging.INFO if op_name in EXTERN_BY_DESIGN else logging.WARNING
+            log.log(level, "falling back to ATen for %s (%s)", target, reason)
+        args = self.realize_for_extern(list(args))
+        kwargs = {k: self.realize_for_extern(v) for k, v in kwargs.items()}
+        meta = self._node.meta.get("val")
+
+        def layout_of(t):
+            return Layout(t.device, t.dtype, list(t.shape), list(t.stride()))
+        if isinstance(meta, torch.Tensor):
+            return self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason))
+        kernel = self.register_buffer(ExternKernel(None, None, target, args, kwargs, reason))
+        if isinstance(meta, (list, tuple)):
+            return tuple(self.register_buffer(MultiOutput(None, layout_of(t), kernel, i))
+                         if isinstance(t, torch.Tensor) else None for i, t in enumerate(meta))
+        return None
+
+    # ------------------------------------------------------------------ outputs
+    def output(self, target, args, kwargs):
+        metas = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in args[0]]
+        self.outputs = [self.realize_output(v, m) for v, m in zip(args[0], metas)]
+        return self.outputs
+
+    def realize_output(self, value, meta):
+        """Each output becomes a buffer or a strided view of one, with eager's strides."""
+        if not isinstance(value, IRNode):
+            return value
+        stride = list(meta.stride()) if isinstance(meta, torch.Tensor) else None
+        if isinstance(value, StorageBox) and isinstance(value.data, Loops):
+            if stride is not None and len(stride) != len(value.get_size()):
+                stride = None
+            if stride is not None and not _is_dense(value.get_size(), stride):
+                stride = None
+            return value.realize(stride)
+        buf = unwrap_buffer(value)
+        if buf is not None:
+            return buf
+        value.realize()
+        found = strided_view_of(value)
+        if found is not None:
+            return ReinterpretView(*found) if found[1] != found[0].layout else found[0]
+        box = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
+        return box.realize(stride if stride is not None and _is_dense(value.get_size(), stride) else None)
+
+    def __str__(self):
+        lines = [f"# inputs: {', '.join(self.graph_input_names)}"]
+        lines += [str(b) for b in self.buffers]
+        lines.append(f"# outputs: {[getattr(o, 'get_name', lambda: o)() for o in self.outputs]}")
+        return "\n".join(lines)
+
+
+def _is_dense(size, stride) -> bool:
+    """True when `stride` is a permutation of a contiguous layout of `size` (no gaps)."""
+    dims = sorted((s, n) for s, n in zip(stride, size) if n != 1)
+    expected = 1
+    for s, n in dims:
+        if s != expected:
+            return False
+        expected *= n
+    return True
+

@@ -1,0 +1,119 @@
+"""Every op a loop body may call, listed once, and the handlers that only *look* at a body.
+
+Mirrors `torch/_inductor/ops_handler.py` (the `OpsHandler` protocol) and the
+`KernelFormatterHandler` / `ReadWrites` recording in `torch/_inductor/dependencies.py`.
+
+A handler is any object with a method per op below. Three live here:
+  * `PrintHandler`   -- turns a body into readable `tmp3 = ops.add(tmp1, tmp2)` lines;
+  * `RecordingHandler` -- records which buffers a body loads and stores, at which index;
+  * (elsewhere) `ir/interpreter.py` evaluates with torch, `codegen/*` emits C++/Triton.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import sympy
+
+UNARY_OPS = (
+    "abs neg exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan "
+    "sinh cosh tanh asinh acosh atanh erf erfc lgamma sigmoid relu floor ceil trunc round "
+    "sign reciprocal logical_not bitwise_not isnan isinf signbit square"
+).split()
+BINARY_OPS = (
+    "add sub mul truediv floordiv mod fmod pow maximum minimum atan2 hypot copysign "
+    "eq ne lt le gt ge logical_and logical_or logical_xor bitwise_and bitwise_or "
+    "bitwise_xor bitwise_left_shift bitwise_right_shift"
+).split()
+#: ops with their own signatures (see the methods of PrintHandler)
+SPECIAL_OPS = (
+    "load store reduction store_reduction constant index_expr to_dtype "
+    "indirect_indexing masked where"
+).split()
+ALL_OPS = UNARY_OPS + BINARY_OPS + SPECIAL_OPS
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any")
+
+
+def _fmt(x):
+    if isinstance(x, sympy.Expr):
+        return str(x)
+    return repr(x) if isinstance(x, str) and not x.startswith("tmp") else str(x)
+
+
+class PrintHandler:
+    """Records a body as numbered lines: `tmp0 = ops.load('arg0_1', i0 + 4*i1)`."""
+
+    def __init__(self):
+        self.lines = []
+        self._count = itertools.count()
+
+    def _emit(self, text):
+        name = f"tmp{next(self._count)}"
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def __getattr__(self, name):
+        if name not in UNARY_OPS and name not in BINARY_OPS:
+            raise AttributeError(name)
+        return lambda *args: self._emit(f"ops.{name}({', '.join(map(_fmt, args))})")
+
+    def load(self, name, index):
+        return self._emit(f"ops.load({name!r}, {index})")
+
+    def store(self, name, index, value):
+        self.lines.append(f"ops.store({name!r}, {index}, {value})")
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        return self._emit(f"ops.reduction({reduction_type!r}, {value}, dtype={dtype})")
+
+    def store_reduction(self, name, index, value):
+        self.lines.append(f"ops.store_reduction({name!r}, {index}, {value})")
+
+    def constant(self, value, dtype):
+        return self._emit(f"ops.constant({value!r}, {dtype})")
+
+    def index_expr(self, expr, dtype):
+        return self._emit(f"ops.index_expr({expr}, {dtype})")
+
+    def to_dtype(self, x, dtype):
+        return self._emit(f"ops.to_dtype({x}, {dtype})")
+
+    def indirect_indexing(self, x, size):
+        var = self._emit(f"ops.indirect_indexing({x}, {size})")
+        return sympy.Symbol(var, integer=True)
+
+    def masked(self, mask, body, other):
+        self.lines.append(f"# masked by {mask}:")
+        return self._emit(f"ops.masked({mask}, {body()}, {other!r})")
+
+    def where(self, cond, a, b):
+        return self._emit(f"ops.where({cond}, {a}, {b})")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryDep:
+    """One buffer accessed at `index` (a SymPy expression of the loop variables)."""
+    name: str
+    index: sympy.Expr
+
+    def __str__(self):
+        return f"MemoryDep({self.name!r}, {self.index})"
+
+
+class RecordingHandler(PrintHandler):
+    """Runs a body and keeps only what it reads and writes (its MemoryDeps)."""
+
+    def __init__(self):
+        super().__init__()
+        self.reads: list[MemoryDep] = []
+        self.writes: list[MemoryDep] = []
+
+    def load(self, name, index):
+        self.reads.append(MemoryDep(name, index))
+        return super().load(name, index)
+
+    def store(self, name, index, value):
+        self.writes.append(MemoryDep(name, index))
+
+    def store_reduction(self, name, index, value):
+        self.writes.append(MemoryDep(name, index))

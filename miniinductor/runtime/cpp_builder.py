@@ -1,0 +1,88 @@
+"""Build C++ kernels into a shared library, cache it on disk, load it with ctypes.
+
+Mirrors `torch/_inductor/codecache.py` (CppCodeCache). The cache key hashes the source,
+the flags and the compiler's version, so a changed compiler never reuses a stale build.
+Builds land in `$MINIINDUCTOR_CACHE_DIR` (default `~/.cache/miniinductor`), each written
+to a temporary name and moved into place with `os.replace`, which is atomic: two processes
+building the same kernel both succeed and neither can see a half-written file.
+
+Simplified: no precompiled header, no parallel build pool; one library per graph, so a
+graph costs one compiler run however many kernels it has.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+PRELUDE = (Path(__file__).parent.parent / "codegen" / "cpp_prelude.h").read_text()
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
+         "-shared", "-fPIC", "-std=c++17", "-w"]
+
+
+class CppCompileError(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MINIINDUCTOR_CACHE_DIR") or Path.home() / ".cache" / "miniinductor"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(cxx: str) -> str:
+    if shutil.which(cxx) is None:
+        raise CppCompileError(
+            f"no C++ compiler {cxx!r} found. Install one (Debian/Ubuntu: `apt-get install g++`; "
+            "Fedora: `dnf install gcc-c++`; macOS: `xcode-select --install`) or point $CXX at it.")
+    return subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout
+
+
+def _explain_failure(stderr: str) -> str:
+    if "omp.h" in stderr or "fopenmp" in stderr or "-lgomp" in stderr or "gomp" in stderr:
+        return ("OpenMP is missing: install it (Debian/Ubuntu: `apt-get install libgomp1` with g++; "
+                "macOS: `brew install libomp`) or use a compiler with OpenMP support.\n")
+    return ""
+
+
+def build(source: str, cxx: str | None = None) -> Path:
+    """Compile `source` (prelude prepended) to a shared library; return its path."""
+    cxx = cxx or os.environ.get("CXX", "g++")
+    full = PRELUDE + "\n" + source
+    key = hashlib.sha256("\0".join([full, " ".join(FLAGS), compiler_version(cxx)]).encode()).hexdigest()[:32]
+    folder = cache_dir() / key[:2]
+    folder.mkdir(parents=True, exist_ok=True)
+    lib = folder / f"{key}.so"
+    if lib.exists():
+        return lib
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        src = Path(tmp) / "kernels.cpp"
+        src.write_text(full)
+        out = Path(tmp) / "kernels.so"
+        result = subprocess.run([cxx, *FLAGS, str(src), "-o", str(out)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CppCompileError(f"{_explain_failure(result.stderr)}C++ build failed ({cxx}):\n"
+                                  f"{result.stderr[-4000:]}")
+        os.replace(src, folder / f"{key}.cpp")
+        os.replace(out, lib)
+    return lib
+
+
+def load_kernels(source: str, names: list[str], cxx: str | None = None) -> dict:
+    """Build (or fetch from the cache) and return {name: ctypes function}."""
+    if not names:
+        return {}
+    lib = ctypes.CDLL(str(build(source, cxx)))
+    kernels = {}
+    for name in names:
+        fn = getattr(lib, name)
+        fn.restype = None
+        kernels[name] = fn
+    return kernels
