@@ -19,6 +19,10 @@ class Config:
     "C++ compiler to build CPU kernels with (default: $CXX or g++)."
     fallback_all: bool = False
     "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
+    realize_reads_threshold: int = 4
+    "A value used twice is stored (not recomputed) when its body reads more buffers than this."
+    realize_opcount_threshold: int = 30
+    "... or when its body runs more ops than this."
     parallel_min_numel: int = 32768
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
 

@@ -7,6 +7,19 @@
 #include <limits>
 #include <type_traits>
 
+#ifdef MI_USE_MVEC
+// glibc's libmvec has SIMD versions of these; declaring them `simd` lets the compiler
+// vectorize loops that call them (glibc itself only does so under -ffast-math).
+extern "C" {
+#define MI_SIMD1(f) __attribute__((simd("notinbranch"))) float f(float) noexcept;
+#define MI_SIMD2(f) __attribute__((simd("notinbranch"))) float f(float, float) noexcept;
+MI_SIMD1(expf) MI_SIMD1(expm1f) MI_SIMD1(exp2f) MI_SIMD1(logf) MI_SIMD1(log1pf) MI_SIMD1(log2f)
+MI_SIMD1(log10f) MI_SIMD1(sinf) MI_SIMD1(cosf) MI_SIMD1(tanf) MI_SIMD1(asinf) MI_SIMD1(acosf)
+MI_SIMD1(atanf) MI_SIMD1(sinhf) MI_SIMD1(coshf) MI_SIMD1(tanhf) MI_SIMD1(asinhf) MI_SIMD1(acoshf)
+MI_SIMD1(atanhf) MI_SIMD1(erff) MI_SIMD1(erfcf) MI_SIMD2(powf) MI_SIMD2(atan2f) MI_SIMD2(hypotf)
+}
+#endif
+
 static inline float mi_half2float(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
     if (exp == 0x1f) bits = sign | 0x7f800000u | (mant << 13);            // inf / nan

@@ -8,9 +8,11 @@ node realizes every returned value with the strides eager would give it.
 Realization (when a value stops being inlined and becomes a buffer):
   * reductions and extern outputs always;
   * graph outputs;
-  * a pointwise value read by more than one FX user (so it is computed once, not once
-    per consumer) -- real Inductor also weighs how expensive the body is and how many
-    buffers it reads; the scheduler issue refines this.
+  * a pointwise value read by more than one FX user *and* expensive to recompute: its
+    body reads more than `realize_reads_threshold` buffers or runs more than
+    `realize_opcount_threshold` ops. Cheap values are recomputed in each consumer instead,
+    which costs arithmetic but saves a round trip through memory. These are the same two
+    tests (and defaults) as real Inductor's `StorageBox.mark_reuse`.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from .. import metrics
 from ..ir.nodes import (SUPPORTED_DTYPES, Buffer, ComputedBuffer, ExternKernel, InputBuffer, IRNode,
                         Layout, Loops, MultiOutput, Pointwise, ReinterpretView, StorageBox,
                         strided_view_of, unwrap_buffer)
+from ..ir.indexing import index_vars
+from ..ops_handler import RecordingHandler
 from ..virtualized import V
 from .registry import find_lowering
 
@@ -135,8 +139,16 @@ class GraphLowering(torch.fx.Interpreter):
         if reason is not None:
             result = self.fallback(target, args, kwargs, reason)
         if isinstance(result, StorageBox) and isinstance(result.data, Pointwise) and len(self._node.users) > 1:
-            result.realize()
+            if self._expensive(result.data):
+                result.realize()
         return result
+
+    def _expensive(self, node: Pointwise) -> bool:
+        recorder = RecordingHandler()
+        with V.set_ops_handler(recorder):
+            node.inner_fn(index_vars("i", node.ranges))
+        return (len({d.name for d in recorder.reads}) > self.config.realize_reads_threshold
+                or len(recorder.lines) > self.config.realize_opcount_threshold)
 
     def _unsupported_reason(self, target, args, lowering):
         if lowering is None:

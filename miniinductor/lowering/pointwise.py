@@ -254,3 +254,12 @@ def arange(*args, **kwargs):
     return StorageBox(Pointwise(device, dtype, inner_fn, list(meta.shape)))
 
 
+
+
+@register_lowering(prims.div)
+def prims_div(a, b):
+    """prims.div truncates for integers and divides exactly for floats."""
+    compute, out = promote((a, b), KIND.DEFAULT)
+    if compute.is_floating_point:
+        return make_pointwise(getattr_op("truediv"), (a, b), compute, out)
+    return make_pointwise(getattr_op("truediv"), (a, b), compute, out)

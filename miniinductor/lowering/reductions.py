@@ -114,3 +114,21 @@ def argmax_argmin(x, dim=None, keepdim=False):
 @register_lowering(aten.any)
 def any_(x, dims=None, keepdim=False):
     return make_reduction(x, dims, keepdim, "any", dtype=torch.bool, src_dtype=torch.bool)
+
+
+@register_lowering(aten.var, prims.var)
+def var(x, dims=None, correction=None, keepdim=False, output_dtype=None, **kwargs):
+    """Two passes: the mean, then the sum of squared deviations / (N - correction)."""
+    if V.graph.current_target() is prims.var.default:
+        keepdim = False
+    if isinstance(correction, bool) or correction is None:  # var.dim's `unbiased` flag or default
+        correction = 1 if correction in (None, True) else 0
+    acc = torch.float32 if x.get_dtype() in (torch.float16, torch.bfloat16) else x.get_dtype()
+    x32 = _cast(x, acc)
+    count = 1
+    for d in _dims(x, dims):
+        count *= x.get_size()[d]
+    mean_ = make_pointwise(lambda v, n: ops.truediv(v, n), (make_reduction(x32, dims, True, "sum"), float(count)), acc)
+    deviation = make_pointwise(lambda v, m: ops.mul(ops.sub(v, m), ops.sub(v, m)), (x32, mean_), acc)
+    total = make_reduction(deviation, dims, keepdim, "sum")
+    return make_pointwise(lambda v, n: ops.truediv(v, n), (total, float(max(count - correction, 0))), acc, x.get_dtype())

@@ -12,6 +12,7 @@ graph costs one compiler run however many kernels it has.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import functools
 import hashlib
 import os
@@ -23,6 +24,13 @@ from pathlib import Path
 PRELUDE = (Path(__file__).parent.parent / "codegen" / "cpp_prelude.h").read_text()
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
          "-shared", "-fPIC", "-std=c++17", "-w"]
+
+
+@functools.lru_cache(maxsize=None)
+def vector_math_flags() -> tuple[list[str], list[str]]:
+    """(defines, libraries): glibc's vector math library (libmvec), when present, lets
+    loops that call exp/tanh/erf vectorize."""
+    return (["-DMI_USE_MVEC"], ["-lmvec"]) if ctypes.util.find_library("mvec") else ([], [])
 
 
 class CppCompileError(RuntimeError):
@@ -56,7 +64,9 @@ def build(source: str, cxx: str | None = None) -> Path:
     """Compile `source` (prelude prepended) to a shared library; return its path."""
     cxx = cxx or os.environ.get("CXX", "g++")
     full = PRELUDE + "\n" + source
-    key = hashlib.sha256("\0".join([full, " ".join(FLAGS), compiler_version(cxx)]).encode()).hexdigest()[:32]
+    defines, libs = vector_math_flags()
+    flags = FLAGS + defines
+    key = hashlib.sha256("\0".join([full, " ".join(flags + libs), compiler_version(cxx)]).encode()).hexdigest()[:32]
     folder = cache_dir() / key[:2]
     folder.mkdir(parents=True, exist_ok=True)
     lib = folder / f"{key}.so"
@@ -66,7 +76,7 @@ def build(source: str, cxx: str | None = None) -> Path:
         src = Path(tmp) / "kernels.cpp"
         src.write_text(full)
         out = Path(tmp) / "kernels.so"
-        result = subprocess.run([cxx, *FLAGS, str(src), "-o", str(out)], capture_output=True, text=True)
+        result = subprocess.run([cxx, *flags, str(src), "-o", str(out), *libs], capture_output=True, text=True)
         if result.returncode != 0:
             raise CppCompileError(f"{_explain_failure(result.stderr)}C++ build failed ({cxx}):\n"
                                   f"{result.stderr[-4000:]}")
