@@ -135,6 +135,7 @@ def _c_printer():
     return CIndexPrinter()
 
 
+@functools.lru_cache(maxsize=4096)
 def cexpr(expr) -> str:
     return _c_printer().doprint(expr)
 

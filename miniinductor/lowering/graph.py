@@ -148,7 +148,7 @@ class GraphLowering(torch.fx.Interpreter):
         with V.set_ops_handler(recorder):
             node.inner_fn(index_vars("i", node.ranges))
         return (len({d.name for d in recorder.reads}) > self.config.realize_reads_threshold
-                or len(recorder.lines) > self.config.realize_opcount_threshold)
+                or recorder.op_count > self.config.realize_opcount_threshold)
 
     def _unsupported_reason(self, target, args, lowering):
         if lowering is None:

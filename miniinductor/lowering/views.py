@@ -79,6 +79,10 @@ def expand(x, *args, **kwargs):
 
 @register_lowering(aten.slice)
 def slice_(x, dim=0, start=None, end=None, step=1):
+    return _slice_view(x, dim, start, end, step)
+
+
+def _slice_view(x, dim, start, end, step):
     size = x.get_size()
     dim = dim % len(size)
     start, end, step = slice(start, end, step).indices(size[dim])
@@ -283,3 +287,17 @@ def select_scatter(base, src, dim, idx):
 
 
 __all__ = ["reshape", "is_ir", "unwrap_buffer"]
+
+
+@register_lowering(aten.split_with_sizes, aten.split)
+def split(x, sizes, dim=0):
+    """Each piece is a slice view of `x` (getitem picks them)."""
+    size = x.get_size()
+    dim = dim % len(size)
+    if isinstance(sizes, int):
+        sizes = [min(sizes, size[dim] - s) for s in range(0, size[dim], sizes)] or [0]
+    pieces, start = [], 0
+    for n in sizes:
+        pieces.append(_slice_view(x, dim, start, start + n, 1))
+        start += n
+    return tuple(pieces)
