@@ -23,7 +23,7 @@ import torch
 from torch._functorch.aot_autograd import make_boxed_func
 
 from . import metrics
-from .codegen.cpp import CppKernel
+from .codegen.cpp import CppKernel, MissingStore
 from .codegen.wrapper import WrapperCodeGen
 from .lowering import GraphLowering
 from .runtime.cpp_builder import cache_dir
@@ -46,16 +46,33 @@ class CompiledGraph:
         return self.call(args)
 
 
+def removable_buffers(group, scheduler) -> set[str]:
+    """Buffers that only this group reads and the graph does not return: they can live in
+    registers. (Codegen may still keep one in memory if a read falls out of its scope.)"""
+    names = set(group.get_names())
+    return {n for n in names if n not in scheduler.output_names
+            and all(g is group for g in scheduler.readers(n))}
+
+
+def generate_kernel(group, scheduler, config):
+    removed = removable_buffers(group, scheduler)
+    while True:
+        kernel = CppKernel(group.kernel_name, group.R, group.Q, config, removed)
+        try:
+            for node in group.nodes:
+                kernel.codegen_node(node)
+            return kernel
+        except MissingStore as exc:
+            removed.discard(exc.args[0])
+
+
 def generate_kernels(graph, scheduler, config) -> dict:
+    """kernel name → (C++ source, argument buffer names, buffers kept out of memory)."""
     kernels = {}
-    for item in scheduler.schedule:
-        if not isinstance(item, FusedGroup):
-            continue
-        kernel = CppKernel(item.kernel_name, item.ranges, item.reduction_ranges, config)
-        with V.set_ops_handler(kernel):
-            for node in item.nodes:
-                node.node.store_body(kernel.itervars, kernel.reduction_vars)
-        kernels[item.kernel_name] = (kernel.codegen(), kernel.args.call_names())
+    for group in scheduler.schedule:
+        if isinstance(group, FusedGroup):
+            kernel = generate_kernel(group, scheduler, config)
+            kernels[group.kernel_name] = (kernel.codegen(), kernel.args.call_names(), kernel.removed)
     return kernels
 
 
@@ -78,9 +95,9 @@ def load_wrapper(source: str):
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph") -> CompiledGraph:
     graph = GraphLowering(gm, example_inputs, config, name).run()
     with V.set_graph_handler(graph):
-        scheduler = Scheduler(graph.buffers)
+        scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
         kernels = generate_kernels(graph, scheduler, config)
-        cpp_source = "\n\n".join(src for src, _ in kernels.values())
+        cpp_source = "\n\n".join(src for src, _, _ in kernels.values())
         wrapper_source = WrapperCodeGen(graph, scheduler, kernels, cpp_source).generate()
     wrapper_source = wrapper_source.replace("load_kernels(CPP_SOURCE, ", f"load_kernels(CPP_SOURCE, cxx={config.cxx!r}, names=", 1)
     module, path = load_wrapper(wrapper_source)

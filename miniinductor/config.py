@@ -19,6 +19,10 @@ class Config:
     "C++ compiler to build CPU kernels with (default: $CXX or g++)."
     fallback_all: bool = False
     "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
+    fusion: bool = True
+    "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and debugging)."
+    max_fusion_size: int = 64
+    "The most nodes one fused kernel may hold."
     realize_reads_threshold: int = 4
     "A value used twice is stored (not recomputed) when its body reads more buffers than this."
     realize_opcount_threshold: int = 30

@@ -122,23 +122,75 @@ def reduction_init(reduction_type, ctype):
     return REDUCTION_INIT[reduction_type]
 
 
-class CppKernel:
-    """Generates one C++ function for a list of buffers sharing the same loop nest."""
+class MissingStore(Exception):
+    """A fused-away buffer was read where its value is not in scope: keep it in memory."""
 
-    def __init__(self, name: str, ranges, reduction_ranges, config):
+
+class Block:
+    """One part of the body inside the outer loops: `outer` (runs once per outer
+    iteration), `inner` (a loop over the reduction ranges) or `reduction` (the same loop,
+    folding values into accumulators declared in `prefix` and stored in `suffix`)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.prefix, self.body, self.suffix = IndentedBuffer(), IndentedBuffer(), IndentedBuffer()
+        self.written: set[str] = set()
+        self.omp_reductions: list[tuple[str | None, str]] = []
+        self.has_argreduction = False
+
+
+class CppKernel:
+    """Generates one C++ function for a fused group: outer loops over `ranges`, then one
+    block after another, each looping over `reduction_ranges` or not at all."""
+
+    def __init__(self, name: str, ranges, reduction_ranges, config, removed_buffers=()):
         self.name, self.config = name, config
         self.ranges, self.reduction_ranges = list(ranges), list(reduction_ranges)
         self.itervars = index_vars("i", self.ranges)
         self.reduction_vars = index_vars("r", self.reduction_ranges)
         self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
+        self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
         self.args = KernelArgs()
         self.cse = CSE()
-        self.compute = IndentedBuffer()       # loads and arithmetic, innermost loop
-        self.stores = IndentedBuffer()        # stores of pointwise results, innermost loop
-        self.reduction_prefix = IndentedBuffer()
-        self.reduction_suffix = IndentedBuffer()
-        self.omp_reductions: list[tuple[str, str]] = []  # (op, acc) for full reductions
-        self.has_argreduction = False
+        self.blocks: list[Block] = []
+        self.block: Block | None = None
+        self.outer_cse: dict[str, str] = {}
+        self.outer_stores: dict[tuple[str, str], str] = {}   # (buffer, index) → variable
+        self.stores_in_scope: dict[tuple[str, str], str] = {}
+
+    # ------------------------------------------------------------------ blocks
+    def codegen_node(self, node):
+        """Emit one scheduler node's body into the right block."""
+        if node.is_reduction:
+            kind = "reduction"
+        elif self.reduction_ranges and canonical_len(node.ranges) > len(self.ranges):
+            kind = "inner"
+        else:
+            kind = "outer"
+        reads = {d.name for d in node.reads}
+        prev = self.block
+        if prev is None or prev.kind != kind or (kind == "reduction" and reads & prev.written):
+            self._open_block(kind)
+        index, rindex = node.index_for(self.itervars, self.reduction_vars)
+        with V.set_ops_handler(self):
+            node.node.store_body(index, rindex)
+        self.block.written.add(node.get_name())
+
+    def _open_block(self, kind):
+        self.block = Block(kind)
+        self.blocks.append(self.block)
+        if kind == "outer":
+            self.cse.cache, self.stores_in_scope = self.outer_cse, self.outer_stores
+        else:  # names made inside the loop die with it
+            self.cse.cache, self.stores_in_scope = dict(self.outer_cse), dict(self.outer_stores)
+
+    @property
+    def compute(self):
+        return self.block.body
+
+    @compute.setter
+    def compute(self, buffer):
+        self.block.body = buffer
 
     # ------------------------------------------------------------------ the ops handler
     def __getattr__(self, name):
@@ -151,8 +203,13 @@ class CppKernel:
         return cexpr(simplify_with_ranges(sympy.sympify(expr), self.var_ranges))
 
     def load(self, name, index):
+        key = (name, self.index(index))
+        if key in self.stores_in_scope:
+            return self.stores_in_scope[key]
+        if name in self.removed:
+            raise MissingStore(name)
         dtype = V.graph.get_dtype(name)
-        expr = f"{self.args.input(name)}[{self.index(index)}]"
+        expr = f"{self.args.input(name)}[{key[1]}]"
         if dtype in LOAD_CONVERT:
             expr = f"{LOAD_CONVERT[dtype]}({expr})"
         return self.cse.generate(self.compute, expr)
@@ -163,10 +220,14 @@ class CppKernel:
         return f"{self.args.output(name)}[{self.index(index)}] = {value};"
 
     def store(self, name, index, value):
-        self.stores.writeline(self._store_line(name, index, value))
+        self.stores_in_scope[(name, self.index(index))] = value
+        if name not in self.removed:
+            self.compute.writeline(self._store_line(name, index, value))
 
     def store_reduction(self, name, index, value):
-        self.reduction_suffix.writeline(self._store_line(name, index, value))
+        self.outer_stores[(name, self.index(index))] = value   # the accumulator outlives the loop
+        if name not in self.removed:
+            self.block.suffix.writeline(self._store_line(name, index, value))
 
     def constant(self, value, dtype):
         return self.cse.generate(self.compute, cpp_constant(value, dtype))
@@ -190,8 +251,11 @@ class CppKernel:
         lambda_var = self.cse.newvar()
         outer = self.compute
         self.compute = IndentedBuffer()
+        saved_stores = dict(self.stores_in_scope)
         with self.cse.scope():
             result = body()
+        self.stores_in_scope.clear()
+        self.stores_in_scope.update(saved_stores)
         inner = self.compute
         self.compute = outer
         outer.writeline(f"auto {lambda_var} = [&] {{")
@@ -205,12 +269,13 @@ class CppKernel:
         return self.cse.generate(outer, f"{mask} ? {lambda_var}() : {other_expr}")
 
     def reduction(self, dtype, src_dtype, reduction_type, value):
-        acc = f"acc{len(self.reduction_prefix.lines)}"
+        block = self.block
+        acc = f"acc{sum(len(b.prefix.lines) for b in self.blocks)}"
         ctype = COMPUTE_TYPE[dtype if reduction_type not in ("argmax", "argmin") else src_dtype]
-        self.reduction_prefix.writeline(f"{ctype} {acc} = {reduction_init(reduction_type, ctype)};")
+        block.prefix.writeline(f"{ctype} {acc} = {reduction_init(reduction_type, ctype)};")
         if reduction_type in ("argmax", "argmin"):
-            self.has_argreduction = True
-            self.reduction_prefix.writeline(f"int64_t {acc}_index = 0;")
+            block.has_argreduction = True
+            block.prefix.writeline(f"int64_t {acc}_index = 0;")
             better = ">" if reduction_type == "argmax" else "<"
             linear = sum((r * math.prod(self.reduction_ranges[k + 1:]) for k, r in enumerate(self.reduction_vars)),
                          sympy.Integer(0))
@@ -218,10 +283,7 @@ class CppKernel:
                                    f"{{ {acc} = {value}; {acc}_index = {cexpr(linear)}; }}")
             return f"{acc}_index"
         self.compute.writeline(REDUCTION_COMBINE[reduction_type].format(acc=acc, value=value))
-        if reduction_type in OMP_REDUCTION_OP:
-            self.omp_reductions.append((OMP_REDUCTION_OP[reduction_type], acc))
-        else:
-            self.omp_reductions.append((None, acc))
+        block.omp_reductions.append((OMP_REDUCTION_OP.get(reduction_type), acc))
         return acc
 
     # ------------------------------------------------------------------ the loop nest
@@ -240,49 +302,56 @@ class CppKernel:
     def codegen(self) -> str:
         code = IndentedBuffer()
         params = [f"const {DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
-                  for n, p in self.args.input_buffers.items()]
+                  for n, p in self.args.input_buffers.items() if n not in self.args.output_buffers]
         params += [f"{DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
                    for n, p in self.args.output_buffers.items()]
         code.writeline(f'extern "C" void {self.name}({", ".join(params)}) {{')
         with code.indent():
             pragma, depth = self._parallel_pragma(self.ranges)
-            closers = 0
+            only_outer = all(b.kind == "outer" for b in self.blocks)
             for k, (var, size) in enumerate(zip(self.itervars, self.ranges)):
                 if k == 0 and pragma:
                     code.writeline(pragma)
-                elif k == len(self.ranges) - 1 and not self.reduction_ranges and k >= depth:
+                elif k == len(self.ranges) - 1 and only_outer and k >= depth:
                     code.writeline("#pragma omp simd")
                 code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
                 code._indent += 1
-                closers += 1
-            code.splice(self.reduction_prefix)
-            for k, (var, size) in enumerate(zip(self.reduction_vars, self.reduction_ranges)):
-                code.writelines(self._reduction_pragmas(k))
-                code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
-                code._indent += 1
-                closers += 1
-            code.splice(self.compute)
-            code.splice(self.stores)
-            for _ in range(len(self.reduction_ranges)):
-                code._indent -= 1
-                code.writeline("}")
-                closers -= 1
-            code.splice(self.reduction_suffix)
-            for _ in range(closers):
+            for block in self.blocks:
+                self._codegen_block(code, block)
+            for _ in self.ranges:
                 code._indent -= 1
                 code.writeline("}")
         code.writeline("}")
         return code.getvalue()
 
-    def _reduction_pragmas(self, k) -> list[str]:
-        """A full reduction (no outer loop) parallelises its first reduction loop; the
-        innermost reduction loop gets `omp simd` (which allows reassociating a sum)."""
-        ops_accs = self.omp_reductions
-        if self.has_argreduction or any(op is None for op, _ in ops_accs):
+    def _codegen_block(self, code, block):
+        if block.kind == "outer":
+            code.splice(block.body)
+            return
+        code.splice(block.prefix)
+        for k, (var, size) in enumerate(zip(self.reduction_vars, self.reduction_ranges)):
+            code.writelines(self._inner_pragmas(block, k))
+            code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
+            code._indent += 1
+        code.splice(block.body)
+        for _ in self.reduction_ranges:
+            code._indent -= 1
+            code.writeline("}")
+        code.splice(block.suffix)
+
+    def _inner_pragmas(self, block, k) -> list[str]:
+        """With no outer loop, the first inner loop runs in parallel; the innermost gets
+        `omp simd` (which, for a reduction, allows reassociating the sum)."""
+        if block.has_argreduction or any(op is None for op, _ in block.omp_reductions):
             return []
-        clause = " ".join(f"reduction({op}:{acc})" for op, acc in ops_accs)
-        if k == 0 and not self.ranges and math.prod(self.reduction_ranges) >= self.config.parallel_min_numel:
-            return [f"#pragma omp parallel for {clause}"]
+        clause = "".join(f" reduction({op}:{acc})" for op, acc in block.omp_reductions)
+        big = math.prod(self.reduction_ranges) >= self.config.parallel_min_numel
+        if k == 0 and not self.ranges and big:
+            return [f"#pragma omp parallel for{clause}"]
         if k == len(self.reduction_ranges) - 1:
-            return [f"#pragma omp simd {clause}"]
+            return [f"#pragma omp simd{clause}"]
         return []
+
+
+def canonical_len(sizes) -> int:
+    return len([n for n in sizes if n != 1])

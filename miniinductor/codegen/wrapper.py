@@ -69,12 +69,12 @@ class WrapperCodeGen:
         steps = []
         for item in self.scheduler.schedule:
             if isinstance(item, FusedGroup):
-                lines = [self._alloc(self.graph.get_buffer(n)) for n in item.get_names()]
-                _, arg_names = self.kernels[item.kernel_name]
+                _, arg_names, removed = self.kernels[item.kernel_name]
+                lines = [self._alloc(self.graph.get_buffer(n)) for n in item.get_names() if n not in removed]
                 ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in arg_names)
                 origins = sorted({o for n in item.nodes for o in getattr(n.node, "origins", [])})
                 lines.append(f"{item.kernel_name}({ptrs})  # {', '.join(origins)}")
-                steps.append((lines, set(arg_names), set(item.get_names())))
+                steps.append((lines, set(arg_names), set(item.get_names()) - set(removed)))
             else:
                 node = item.node
                 steps.append((self._extern_lines(node), set(self._extern_reads(node)), {node.get_name()}))

@@ -231,6 +231,9 @@ class GraphLowering(torch.fx.Interpreter):
         box = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
         return box.realize(stride if stride is not None and _is_dense(value.get_size(), stride) else None)
 
+    def output_names(self) -> set[str]:
+        return {o.get_name() for o in self.outputs if isinstance(o, (Buffer, ReinterpretView))}
+
     def __str__(self):
         lines = [f"# inputs: {', '.join(self.graph_input_names)}"]
         lines += [str(b) for b in self.buffers]

@@ -1,26 +1,50 @@
-"""Scheduler: decide which buffers are computed by which kernel, in what order.
+"""Scheduler: dependencies, dead-code elimination, fusion rounds and the kernel order.
 
 Mirrors `torch/_inductor/scheduler.py`. Each buffer from lowering becomes a node:
 `SchedulerNode` (a `ComputedBuffer`: we generate its loops) or `ExternKernelSchedulerNode`
-(an ATen call). Each node knows its `MemoryDep` reads and writes, found by running its
-body under a `RecordingHandler` (ops_handler.py) -- the same closure that codegen compiles.
+(an ATen call). A node's `MemoryDep` reads and writes come from running its body under a
+`RecordingHandler` (ops_handler.py) -- the same closure that codegen later compiles -- with
+*canonical* loop variables `c0, c1, ...` given to its non-1 dimensions, outer ones first,
+so that the indices of two nodes can be compared directly.
 
-This is the walking-skeleton scheduler: nodes stay in lowering order (already a valid
-topological order) and every `SchedulerNode` is its own kernel. Fusion, dead-code
-elimination and memory planning build on `FusedGroup` and the recorded dependencies.
+Passes, in order (`Scheduler.__init__`):
+  1. `create_nodes`          one node per buffer, with its deps
+  2. `dead_code_elimination` drop buffers nobody reads and nobody returns
+  3. `fuse`                  rounds of pairwise fusion by score (fusion.py)
+  4. `order`                 a topological order of the groups, close to the original
 """
 from __future__ import annotations
 
-import dataclasses
+import math
 
-from ..ir.indexing import index_vars
-from ..ir.nodes import Buffer, ComputedBuffer, ExternKernel, MultiOutput
+import networkx as nx
+import sympy
+
+from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
+from .fusion import FusionDecision, dependency_problem, fused_shape, shared_bytes
+
+
+def canonical(sizes) -> list[int]:
+    """Sizes without the 1s: the loops a kernel actually runs."""
+    return [int(n) for n in sizes if n != 1]
+
+
+def expand_index(sizes, symbols) -> list:
+    """Give the non-1 dims of `sizes` the next symbols in order; size-1 dims get index 0."""
+    it = iter(symbols)
+    return [sympy.Integer(0) if n == 1 else next(it) for n in sizes]
+
+
+def canonical_vars(n: int) -> list[sympy.Symbol]:
+    return [sympy.Symbol(f"c{k}", integer=True, nonnegative=True) for k in range(n)]
 
 
 class BaseSchedulerNode:
-    def __init__(self, node: Buffer):
+    is_reduction = False
+
+    def __init__(self, node):
         self.node = node
         self.reads: list[MemoryDep] = []
         self.writes: list[MemoryDep] = []
@@ -32,8 +56,7 @@ class BaseSchedulerNode:
         return {dep.name for dep in self.reads}
 
     def __str__(self):
-        reads = ", ".join(sorted(self.read_names()))
-        return f"{type(self).__name__}({self.get_name()}) reads [{reads}]"
+        return f"{type(self).__name__}({self.get_name()}) reads [{', '.join(sorted(self.read_names()))}]"
 
 
 class SchedulerNode(BaseSchedulerNode):
@@ -41,66 +64,195 @@ class SchedulerNode(BaseSchedulerNode):
 
     def __init__(self, node: ComputedBuffer):
         super().__init__(node)
-        self.ranges = node.get_size()
-        self.reduction_ranges = node.get_reduction_ranges()
+        self.ranges, self.reduction_ranges = node.get_size(), node.get_reduction_ranges()
+        self.is_reduction = isinstance(node.data, Reduction)
+        self.outer, self.inner = canonical(self.ranges), canonical(self.reduction_ranges)
+        cvars = canonical_vars(len(self.outer) + len(self.inner))
         recorder = RecordingHandler()
         with V.set_ops_handler(recorder):
-            node.store_body(index_vars("i", self.ranges), index_vars("r", self.reduction_ranges))
+            node.store_body(*self.index_for(cvars[:len(self.outer)], cvars[len(self.outer):]))
         self.reads, self.writes = recorder.reads, recorder.writes
+
+    def index_for(self, outer_vars, inner_vars):
+        """(index, rindex) for this node's body when its loops are `outer_vars`/`inner_vars`."""
+        if self.is_reduction:
+            return expand_index(self.ranges, outer_vars), expand_index(self.reduction_ranges, inner_vars)
+        return expand_index(self.ranges, list(outer_vars) + list(inner_vars)), []
 
 
 class ExternKernelSchedulerNode(BaseSchedulerNode):
-    """An ATen call (or one item of its tuple result): reads its whole inputs."""
+    """An ATen call (or one item of its tuple result): reads its inputs whole."""
 
-    def __init__(self, node: Buffer):
+    def __init__(self, node):
         super().__init__(node)
         inputs = node.input_nodes() if isinstance(node, ExternKernel) else [node.parent]
-        self.reads = [MemoryDep(x.get_name(), 0) for x in inputs]
-        self.writes = [MemoryDep(node.get_name(), 0)]
+        self.reads = [MemoryDep(x.get_name(), sympy.Integer(0)) for x in inputs]
+        self.writes = [MemoryDep(node.get_name(), sympy.Integer(0))]
 
 
-@dataclasses.dataclass
 class FusedGroup:
-    """The nodes one kernel computes; all share `ranges` and `reduction_ranges`."""
-    nodes: list[SchedulerNode]
-    kernel_name: str = ""
+    """Nodes computed by one kernel: outer loops over R; blocks inside loop over Q."""
+
+    def __init__(self, nodes: list[SchedulerNode], R=None, Q=None):
+        self.nodes = nodes
+        first = nodes[0]
+        self.R = list(R if R is not None else first.outer if first.is_reduction else first.outer + first.inner)
+        self.Q = list(Q if Q is not None else first.inner if first.is_reduction else [])
+        self.kernel_name = ""
 
     @property
-    def ranges(self):
-        return self.nodes[0].ranges
-
-    @property
-    def reduction_ranges(self):
-        return self.nodes[0].reduction_ranges
+    def is_reduction(self):
+        return any(n.is_reduction for n in self.nodes)
 
     def get_names(self) -> list[str]:
         return [n.get_name() for n in self.nodes]
 
+    def get_name(self) -> str:
+        return "+".join(self.get_names())
+
+    def __str__(self):
+        loops = f"{self.R}" + (f" x reduction {self.Q}" if self.Q else "")
+        return f"{self.kernel_name}: {', '.join(self.get_names())} over {loops}"
+
 
 class Scheduler:
-    def __init__(self, buffers: list[Buffer]):
-        self.nodes: list[BaseSchedulerNode] = []
+    def __init__(self, buffers, output_names: set[str], config, inputs=()):
+        self.config = config
+        self.output_names = set(output_names)
+        self.nbytes = {b.get_name(): math.prod(b.get_size()) * b.get_dtype().itemsize
+                       for b in list(buffers) + list(inputs) if b.layout is not None}
+        self.decisions: list[FusionDecision] = []
+        self.nodes = self.create_nodes(buffers)
+        self.dead_code_elimination()
+        self.groups: list = [FusedGroup([n]) if isinstance(n, SchedulerNode) else n for n in self.nodes]
+        self.original_order = {id(g): k for k, g in enumerate(self.groups)}
+        if config.fusion:
+            self.fuse()
+        self.schedule = self.order()
+        for k, group in enumerate(g for g in self.schedule if isinstance(g, FusedGroup)):
+            group.kernel_name = f"kernel{k}"
+
+    # ------------------------------------------------------------------ passes
+    @staticmethod
+    def create_nodes(buffers):
+        nodes = []
         for buf in buffers:
             if isinstance(buf, ComputedBuffer):
-                self.nodes.append(SchedulerNode(buf))
+                nodes.append(SchedulerNode(buf))
             elif isinstance(buf, (ExternKernel, MultiOutput)):
-                self.nodes.append(ExternKernelSchedulerNode(buf))
-        self.schedule: list[FusedGroup | ExternKernelSchedulerNode] = []
-        for node in self.nodes:
-            if isinstance(node, SchedulerNode):
-                node_group = FusedGroup([node], kernel_name=f"kernel{self.kernel_count()}")
-                self.schedule.append(node_group)
-            else:
-                self.schedule.append(node)
+                nodes.append(ExternKernelSchedulerNode(buf))
+        return nodes
 
+    def dead_code_elimination(self):
+        """Drop computed buffers that no one reads and the graph does not return."""
+        while True:
+            used = {name for n in self.nodes for name in n.read_names()} | self.output_names
+            alive = [n for n in self.nodes if not isinstance(n, SchedulerNode) or n.get_name() in used]
+            if len(alive) == len(self.nodes):
+                return
+            self.nodes = alive
+
+    def fuse(self):
+        for _ in range(10):
+            if not self.fuse_round():
+                return
+
+    def fuse_round(self) -> bool:
+        """Score every candidate pair, then fuse the best pairs greedily."""
+        candidates = []
+        groups = [g for g in self.groups if isinstance(g, FusedGroup)]
+        position = {id(g): k for k, g in enumerate(self.groups)}
+        for i, a in enumerate(groups):
+            a_names = {d.name for n in a.nodes for d in n.reads + n.writes}
+            for b in groups[i + 1:]:
+                b_reads = {d.name for n in b.nodes for d in n.reads}
+                if not a_names & b_reads:
+                    continue
+                score = shared_bytes(a, b, lambda name: self.nbytes.get(name, 0))
+                distance = position[id(b)] - position[id(a)]
+                candidates.append((-score, distance, position[id(a)], a, b))
+        candidates.sort(key=lambda c: c[:3])
+        fused_any, touched = False, set()
+        for neg_score, _, _, a, b in candidates:
+            if id(a) in touched or id(b) in touched:
+                continue
+            shape, reason = self.can_fuse(a, b)
+            self.decisions.append(FusionDecision(a.get_name(), b.get_name(), shape is not None, reason, -neg_score))
+            if shape is None:
+                continue
+            rank = {id(n): k for k, n in enumerate(self.nodes)}
+            merged = FusedGroup(sorted(a.nodes + b.nodes, key=lambda n: rank[id(n)]), *shape)
+            self.groups[self.groups.index(a)] = merged
+            self.groups.remove(b)
+            self.original_order[id(merged)] = min(self.original_order[id(a)], self.original_order[id(b)])
+            touched |= {id(a), id(b), id(merged)}
+            fused_any = True
+        return fused_any
+
+    def can_fuse(self, a, b):
+        """((R, Q), reason) when a and b may share a kernel, else (None, reason)."""
+        if len(a.nodes) + len(b.nodes) > self.config.max_fusion_size:
+            return None, f"would exceed max_fusion_size={self.config.max_fusion_size}"
+        shape = fused_shape(a, b)
+        if isinstance(shape, str):
+            return None, shape
+        problem = dependency_problem(a, b) or dependency_problem(b, a)
+        if problem:
+            return None, problem
+        via = self.path_between(a, b)
+        if via is not None:
+            return None, f"would create a cycle via {via}"
+        kind = "vertical" if {d.name for n in a.nodes for d in n.writes} & \
+            {d.name for n in b.nodes for d in n.reads} else "horizontal"
+        return shape, f"{kind}, loops {shape[0]}" + (f" x {shape[1]}" if shape[1] else "")
+
+    def dependency_graph(self) -> nx.DiGraph:
+        writer = {}
+        for g in self.groups:
+            for name in self._written(g):
+                writer[name] = g
+        graph = nx.DiGraph()
+        for g in self.groups:
+            graph.add_node(id(g))
+            for name in self._read(g):
+                if name in writer and writer[name] is not g:
+                    graph.add_edge(id(writer[name]), id(g))
+        return graph
+
+    def path_between(self, a, b) -> str | None:
+        """The name of a node outside a and b on a path between them, or None."""
+        graph = self.dependency_graph()
+        between = (nx.descendants(graph, id(a)) & nx.ancestors(graph, id(b))) | \
+            (nx.descendants(graph, id(b)) & nx.ancestors(graph, id(a)))
+        between -= {id(a), id(b)}
+        if not between:
+            return None
+        by_id = {id(g): g for g in self.groups}
+        return by_id[min(between, key=lambda k: self.original_order.get(k, 0))].get_name()
+
+    def order(self) -> list:
+        graph = self.dependency_graph()
+        by_id = {id(g): g for g in self.groups}
+        ids = nx.lexicographical_topological_sort(graph, key=lambda k: self.original_order[k])
+        return [by_id[k] for k in ids]
+
+    @staticmethod
+    def _written(g):
+        nodes = g.nodes if isinstance(g, FusedGroup) else [g]
+        return {d.name for n in nodes for d in n.writes}
+
+    @staticmethod
+    def _read(g):
+        nodes = g.nodes if isinstance(g, FusedGroup) else [g]
+        return {d.name for n in nodes for d in n.reads}
+
+    # ------------------------------------------------------------------ queries
     def kernel_count(self) -> int:
         return sum(isinstance(item, FusedGroup) for item in self.schedule)
 
+    def readers(self, name: str) -> list:
+        return [g for g in self.schedule if name in self._read(g)]
+
     def __str__(self):
-        lines = []
-        for item in self.schedule:
-            if isinstance(item, FusedGroup):
-                lines.append(f"{item.kernel_name}: {', '.join(item.get_names())}")
-            else:
-                lines.append(f"extern: {item.get_name()}")
-        return "\n".join(lines)
+        return "\n".join(str(g) if isinstance(g, FusedGroup) else f"extern: {g.get_name()}"
+                         for g in self.schedule)

@@ -1,0 +1,72 @@
+"""Fusion: which groups of nodes may share one kernel, and which pairs are worth it.
+
+Mirrors `Scheduler.can_fuse`, `can_fuse_vertical`, `score_fusion` and `fuse_nodes` in
+`torch/_inductor/scheduler.py`, plus the "why (not) fused" records that real Inductor only
+logs (`fusion` in TORCH_LOGS).
+
+A kernel has one loop nest: outer loops over `R` (the group's non-reduction ranges) and,
+inside, a sequence of blocks that each loop over `Q` (the reduction ranges) or run once.
+Two groups can share it when:
+  * shapes line up: both reduce over the same (R, Q); or a pointwise group iterates R+Q
+    (an epilogue or prologue loop over the row) or just R (a per-row value); or two
+    pointwise groups iterate the same ranges (sizes of 1 are ignored);
+  * every buffer the later group reads from the earlier one is read at exactly the index
+    where it was written (so one outer iteration produces what it consumes);
+  * no path leads from one to the other through a node outside both (a cycle);
+  * the result stays under `max_fusion_size` nodes.
+The score is the bytes the fusion saves: each buffer one group writes and the other
+reads, or that both read, is counted once. Ties go to the pair closest in program order.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class FusionDecision:
+    node1: str          # the earlier group (names of its buffers joined with '+')
+    node2: str
+    fused: bool
+    reason: str
+    score: int = 0
+
+    def __str__(self):
+        verdict = "fused" if self.fused else "not fused"
+        return f"{self.node1} + {self.node2}: {verdict} ({self.reason}; saves {self.score} bytes)"
+
+
+def fused_shape(a, b):
+    """(R, Q) of the group a+b, or a string saying why the loops do not line up."""
+    if a.is_reduction and b.is_reduction:
+        if (a.R, a.Q) == (b.R, b.Q):
+            return a.R, a.Q
+        return f"reduction ranges differ: {a.R}x{a.Q} vs {b.R}x{b.Q}"
+    if a.is_reduction or b.is_reduction:
+        red, point = (a, b) if a.is_reduction else (b, a)
+        if point.R in (red.R + red.Q, red.R):
+            return red.R, red.Q
+        return f"ranges differ: {point.R} vs reduction {red.R}x{red.Q}"
+    if a.R == b.R:
+        return a.R, []
+    return f"ranges differ: {a.R} vs {b.R}"
+
+
+def dependency_problem(a, b) -> str | None:
+    """Why b cannot read a's buffers inside the same loop nest, or None."""
+    written = {}
+    for node in a.nodes:
+        for dep in node.writes:
+            written[dep.name] = dep.index
+    for node in b.nodes:
+        for dep in node.reads:
+            if dep.name in written and dep.index != written[dep.name]:
+                return (f"{node.get_name()} reads {dep.name} at {dep.index}, "
+                        f"written at {written[dep.name]}")
+    return None
+
+
+def shared_bytes(a, b, nbytes) -> int:
+    """Memory traffic saved by computing a and b in one kernel."""
+    a_touch = {d.name for n in a.nodes for d in n.reads + n.writes}
+    b_reads = {d.name for n in b.nodes for d in n.reads}
+    return sum(nbytes(name) for name in a_touch & b_reads)
