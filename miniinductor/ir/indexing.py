@@ -11,6 +11,7 @@ needs only the loop ranges: `simplify_with_ranges(expr, {i0: 8, i1: 512})` uses 
 from __future__ import annotations
 
 import functools
+import math
 
 import sympy
 
@@ -90,6 +91,41 @@ def _split_divisible(base, divisor):
     return quotient, rest
 
 
+def _factor_out(base, divisor, ranges):
+    """base = g*A + B with g | divisor and 0 <= B < g  →  (g, A), else None.
+    Then floor(base / divisor) == floor(A / (divisor/g)): B can never carry."""
+    terms = sympy.Add.make_args(sympy.expand(base))
+    for g in sorted({math.gcd(int(t.as_coeff_Mul()[0]), divisor) for t in terms
+                     if t.as_coeff_Mul()[0].is_Integer}, reverse=True):
+        if g <= 1:
+            continue
+        big = [t for t in terms if t.as_coeff_Mul()[0].is_Integer and int(t.as_coeff_Mul()[0]) % g == 0]
+        small = sympy.Add(*[t for t in terms if t not in big])
+        b = bounds(small, ranges)
+        if b is not None and 0 <= b[0] and b[1] < g:
+            return g, sympy.Add(*big) / g
+    return None
+
+
+def _join_terms(expr):
+    """c*m*FloorDiv(x, d*m) + c*ModularIndexing(x, d, m) → c*FloorDiv(x, d), and the same
+    with ModularIndexing(x, d*m, n) in place of the FloorDiv: digits put back together."""
+    terms = list(sympy.Add.make_args(expr))
+    for t1 in terms:
+        c1, f1 = t1.as_coeff_Mul()
+        for t2 in terms:
+            c2, f2 = t2.as_coeff_Mul()
+            if t1 is t2 or not isinstance(f2, ModularIndexing) or not isinstance(f1, (FloorDiv, ModularIndexing)):
+                continue
+            x, d, m = f2.args
+            if f1.args[0] != x or f1.args[1] != d * m or c1 != c2 * m:
+                continue
+            joined = FloorDiv(x, d) if isinstance(f1, FloorDiv) else ModularIndexing(x, d, m * f1.args[2])
+            rest = [t for t in terms if t is not t1 and t is not t2]
+            return _join_terms(sympy.Add(*rest, c2 * joined))
+    return expr
+
+
 def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
     """Rewrite FloorDiv/ModularIndexing using `0 <= v < ranges[v]`; leaves the rest alone."""
     if not isinstance(expr, sympy.Expr) or expr.is_Atom:
@@ -97,6 +133,9 @@ def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
     args = [simplify_with_ranges(a, ranges) for a in expr.args]
     if isinstance(expr, FloorDiv):
         base, divisor = args[0], int(args[1])
+        factored = _factor_out(base, divisor, ranges)
+        if factored is not None:
+            return simplify_with_ranges(FloorDiv(factored[1], divisor // factored[0]), ranges)
         quotient, rest = _split_divisible(base, divisor)
         b = bounds(rest, ranges)
         if b is not None and 0 <= b[0] and b[1] < divisor:
@@ -104,11 +143,19 @@ def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
         return quotient + FloorDiv(rest, divisor)
     if isinstance(expr, ModularIndexing):
         base, divisor, modulus = args[0], int(args[1]), int(args[2])
+        factored = _factor_out(base, divisor, ranges)
+        if factored is not None:
+            return simplify_with_ranges(ModularIndexing(factored[1], divisor // factored[0], modulus), ranges)
         quotient, rest = _split_divisible(base, divisor * modulus)  # whole laps vanish
         b = bounds(rest, ranges)
         if b is not None and 0 <= b[0] and b[1] < divisor * modulus:
             return simplify_with_ranges(FloorDiv(rest, divisor), ranges)
         return ModularIndexing(rest, divisor, modulus)
+    if expr.is_Add:
+        joined = _join_terms(sympy.Add(*args))
+        if joined != sympy.Add(*args):
+            return simplify_with_ranges(joined, ranges)
+        return joined
     return expr.func(*args)
 
 

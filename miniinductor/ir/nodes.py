@@ -28,7 +28,7 @@ import torch
 
 from ..ops_handler import PrintHandler
 from ..virtualized import V, ops
-from .indexing import index_vars
+from .indexing import index_vars, simplify_with_ranges
 
 SUPPORTED_DTYPES = {
     torch.float32, torch.float64, torch.float16, torch.bfloat16,
@@ -334,7 +334,8 @@ def strided_view_of(node: IRNode) -> tuple[Buffer, Layout] | None:
         return None
     vars_ = index_vars("i", size)
     live = {v: 0 for v, n in zip(vars_, size) if n == 1}  # size-1 dims: index is always 0
-    expr = sympy.expand(sympy.sympify(buf.layout.make_indexer()(reindex(vars_))).subs(live))
+    expr = sympy.sympify(buf.layout.make_indexer()(reindex(vars_))).subs(live)
+    expr = sympy.expand(simplify_with_ranges(expr, dict(zip(vars_, size))))
     offset = expr.subs({v: 0 for v in vars_})
     strides = [expr.coeff(v) if n != 1 else 0 for v, n in zip(vars_, size)]
     if not offset.is_Integer or not all(sympy.sympify(s).is_Integer for s in strides):

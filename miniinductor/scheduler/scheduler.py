@@ -20,6 +20,7 @@ import math
 import networkx as nx
 import sympy
 
+from ..ir.indexing import simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
@@ -71,7 +72,9 @@ class SchedulerNode(BaseSchedulerNode):
         recorder = RecordingHandler()
         with V.set_ops_handler(recorder):
             node.store_body(*self.index_for(cvars[:len(self.outer)], cvars[len(self.outer):]))
-        self.reads, self.writes = recorder.reads, recorder.writes
+        var_ranges = dict(zip(cvars, self.outer + self.inner))
+        self.reads, self.writes = ([MemoryDep(d.name, simplify_with_ranges(sympy.expand(d.index), var_ranges))
+                                    for d in deps] for deps in (recorder.reads, recorder.writes))
 
     def index_for(self, outer_vars, inner_vars):
         """(index, rindex) for this node's body when its loops are `outer_vars`/`inner_vars`."""
