@@ -24,6 +24,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 
 from . import metrics
 from .codegen.cpp import CppKernel, MissingStore
+from .codegen.memory_planning import MemoryPlan, eager_peak_bytes
 from .codegen.wrapper import WrapperCodeGen
 from .lowering import GraphLowering
 from .runtime.cpp_builder import cache_dir
@@ -41,6 +42,8 @@ class CompiledGraph:
     wrapper_source: str
     path: str
     call: object
+    plan: MemoryPlan = None       # buffer lifetimes, reuse and the planned peak
+    eager_peak: int = 0           # the same estimate for the ATen graph run op by op
 
     def __call__(self, args):
         return self.call(args)
@@ -98,7 +101,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
         scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
         kernels = generate_kernels(graph, scheduler, config)
         cpp_source = "\n\n".join(src for src, _, _ in kernels.values())
-        wrapper_source = WrapperCodeGen(graph, scheduler, kernels, cpp_source).generate()
+        wrapper = WrapperCodeGen(graph, scheduler, kernels, cpp_source)
+        wrapper_source = wrapper.generate()
     wrapper_source = wrapper_source.replace("load_kernels(CPP_SOURCE, ", f"load_kernels(CPP_SOURCE, cxx={config.cxx!r}, names=", 1)
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)
@@ -106,7 +110,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     metrics.output_code_paths.append(path)
     metrics.graphs_compiled += 1
     log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
-    return CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call)
+    return CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
+                         wrapper.plan, eager_peak_bytes(gm))
 
 
 def _unsupported_graph(example_inputs) -> str | None:

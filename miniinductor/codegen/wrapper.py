@@ -16,6 +16,7 @@ import torch
 from ..ir.nodes import Buffer, ComputedBuffer, MultiOutput, ReinterpretView
 from ..scheduler import FusedGroup
 from .common import IndentedBuffer
+from .memory_planning import MemoryPlan, Step
 
 
 def pyrepr(value) -> str:
@@ -58,31 +59,48 @@ def _names_in(value) -> list[str]:
     return []
 
 
+def _may_alias(node) -> bool:
+    """Can this extern call's result share memory with an input? Its schema says so."""
+    if isinstance(node, MultiOutput):
+        return _may_alias(node.parent)
+    schema = getattr(node.op, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
+
+
 class WrapperCodeGen:
     def __init__(self, graph, scheduler, kernel_sources: dict[str, tuple[str, list[str]]], cpp_source: str):
         self.graph, self.scheduler = graph, scheduler
         self.kernels = kernel_sources    # kernel name → (C++ text, argument buffer names)
         self.cpp_source = cpp_source
 
-    def _steps(self):
-        """(lines, names read, names defined) for each step of `call`, in order."""
+    def _steps(self) -> list[tuple[Step, list[str]]]:
+        """Each step of `call` (a kernel launch or an extern call) and its code lines."""
         steps = []
         for item in self.scheduler.schedule:
             if isinstance(item, FusedGroup):
                 _, arg_names, removed = self.kernels[item.kernel_name]
-                lines = [self._alloc(self.graph.get_buffer(n)) for n in item.get_names() if n not in removed]
+                allocs = [n for n in item.get_names() if n not in removed]
                 ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in arg_names)
                 origins = sorted({o for n in item.nodes for o in getattr(n.node, "origins", [])})
-                lines.append(f"{item.kernel_name}({ptrs})  # {', '.join(origins)}")
-                steps.append((lines, set(arg_names), set(item.get_names()) - set(removed)))
+                line = f"{item.kernel_name}({ptrs})  # {', '.join(origins)}"
+                steps.append((Step(item.kernel_name, allocs, set(arg_names), set(allocs)), [line]))
             else:
                 node = item.node
-                steps.append((self._extern_lines(node), set(self._extern_reads(node)), {node.get_name()}))
+                step = Step(f"extern {node.get_name()}", [], set(self._extern_reads(node)), {node.get_name()},
+                            may_alias=_may_alias(node))
+                steps.append((step, self._extern_lines(node)))
         return steps
 
-    @staticmethod
-    def _alloc(buf: ComputedBuffer) -> str:
+    def memory_plan(self) -> MemoryPlan:
+        steps = [s for s, _ in self._steps()]
+        extern_inputs = {n for s in steps if s.may_alias for n in s.reads}
+        return MemoryPlan(steps, self.graph.get_buffer, set(_names_in(list(self.graph.outputs))), extern_inputs)
+
+    def _alloc(self, buf: ComputedBuffer, plan: MemoryPlan) -> str:
         lay = buf.layout
+        if buf.get_name() in plan.reuse:
+            old = plan.reuse[buf.get_name()]
+            return f"{buf.get_name()} = reinterpret({old}, {tuple(lay.size)}, {tuple(lay.stride)}, 0); del {old}  # reuse"
         return (f"{buf.get_name()} = empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, "
                 f"dtype={lay.dtype}, device={pyrepr(lay.device)})")
 
@@ -138,17 +156,13 @@ class WrapperCodeGen:
             code.writeline("args.clear()")
             for const in self.graph.constants:
                 code.writeline(f"{const} = constants[{const!r}]")
-            output_names = set(_names_in(list(self.graph.outputs)))
             steps = self._steps()
-            last_use = {}
-            for k, (_, reads, defines) in enumerate(steps):
-                for n in reads | defines:
-                    last_use[n] = k
-            for k, (lines, reads, defines) in enumerate(steps):
+            plan = self.plan = self.memory_plan()
+            for k, (step, lines) in enumerate(steps):
+                code.writelines(self._alloc(self.graph.get_buffer(n), plan) for n in step.allocs)
                 code.writelines(lines)
-                dead = sorted(n for n in reads | defines if last_use[n] == k and n not in output_names)
-                if dead:
-                    code.writeline(f"del {', '.join(dead)}")
+                if plan.frees.get(k):
+                    code.writeline(f"del {', '.join(sorted(plan.frees[k]))}")
             outs = ", ".join(self._output_expr(o) for o in self.graph.outputs)
             code.writeline(f"return ({outs}{',' if len(self.graph.outputs) == 1 else ''})")
         return code.getvalue() + "\n"

@@ -1,0 +1,805 @@
+"""Triton code generation: one `@triton.jit` kernel (plus a launcher) per scheduled group.
+
+Mirrors `torch/_inductor/codegen/triton.py` (TritonOverrides, TritonKernel). Like
+`CppKernel`, the kernel *is* an ops handler: running a buffer's body under it turns each
+`ops.*` call into a line of Triton (`TritonOverrides` holds the expressions, `CSE` names
+them). Where C++ walks one element at a time, a Triton program handles a whole *block*:
+
+    @triton.jit
+    def triton_kernel0(in_ptr0, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+        xnumel = 64                                    <- prod(ranges), flattened
+        rnumel = 128                                   <- prod(reduction_ranges), flattened
+        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+        xmask = xindex < xnumel
+        rindex = tl.arange(0, RBLOCK)[None, :]         <- persistent: the whole row at once
+        rmask = rindex < rnumel
+        tmp0 = tl.load(in_ptr0 + (rindex + 128*xindex), xmask & rmask)
+        tmp1 = tl.where(xmask & rmask, tmp0, 0)
+        tmp2 = tl.sum(tmp1, 1)[:, None]
+        tl.store(out_ptr0 + (xindex), tmp2, xmask)
+
+    def kernel0(in_ptr0, out_ptr0):                    <- the launcher the wrapper calls
+        triton_kernel0[(64,)](in_ptr0, out_ptr0, XBLOCK=1, RBLOCK=128, num_warps=1)
+
+Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`
+(`i0 = xindex // 8`); runs of dimensions that an index walks contiguously are merged first,
+so a contiguous access prints as `xindex` instead of `8*i0 + i1`. Reductions are
+*persistent* (the whole row in one RBLOCK = next_power_of_2(rnumel)) when short, else
+*looped* (`for roffset in range(0, rnumel, RBLOCK)` with a block-shaped accumulator). When a
+later buffer of a looped kernel reads a finished reduction, the loop is closed and a new
+one starts (as Inductor does for softmax).
+
+Simplified: no 2-D tiling of pointwise kernels (a transpose has one uncoalesced side), no
+autotuning (block sizes come from a small heuristic in `TritonKernel.block_sizes`), no
+split reductions, block pointers, or bounds assertions on indirect indices; sizes are
+static, so `xnumel`/`rnumel` are constants in the kernel.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import sympy
+import torch
+from sympy.printing.str import StrPrinter
+
+from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
+from ..ops_handler import BINARY_OPS, UNARY_OPS
+from ..runtime.triton_runtime import next_power_of_2
+from ..virtualized import V
+from .common import CSE, IndentedBuffer, KernelArgs
+
+TRITON_TYPE = {
+    torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16", torch.int64: "tl.int64", torch.int32: "tl.int32",
+    torch.int16: "tl.int16", torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+#: the largest reduction computed in one block (a persistent reduction)
+PERSISTENT_REDUCTION_MAX = 4096
+#: elements one program handles at most (XBLOCK * RBLOCK)
+MAX_BLOCK_NUMEL = 4096
+
+
+def compute_dtype(dtype):
+    """float16/bfloat16 are loaded into float32 and computed there (as Inductor does)."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+def triton_literal(value, dtype=None) -> str:
+    """A Python literal Triton accepts inside a kernel."""
+    if isinstance(value, bool) or dtype == torch.bool:
+        return "True" if value else "False"
+    if dtype is not None and not dtype.is_floating_point:
+        return str(int(value))
+    if isinstance(value, float) or (dtype is not None and dtype.is_floating_point):
+        value = float(value)
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
+        return repr(value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------- index printing
+class TritonPrinter(StrPrinter):
+    """Prints SymPy index expressions as Triton/Python: FloorDiv → `//`, ModularIndexing →
+    `// %`. Indices are non-negative, so Triton's truncating `//` is floor division."""
+
+    def _print_FloorDiv(self, expr):
+        return f"({self._print(expr.args[0])} // {self._print(expr.args[1])})"
+
+    def _print_ModularIndexing(self, expr):
+        base, div, mod = (self._print(a) for a in expr.args)
+        inner = base if div == "1" else f"({base} // {div})"
+        return f"({inner} % {mod})"
+
+    def _print_Pow(self, expr):
+        base, exp = expr.args
+        if exp.is_Integer and int(exp) > 0:
+            return "*".join([f"({self._print(base)})"] * int(exp))
+        raise NotImplementedError(f"index expression {expr}")
+
+    def _print_Rational(self, expr):
+        raise NotImplementedError(f"non-integer index expression {expr}")
+
+
+@functools.lru_cache(maxsize=4096)
+def texpr(expr) -> str:
+    return TritonPrinter().doprint(expr)
+
+
+# --------------------------------------------------------------------------- helpers
+#: small @triton.jit functions a kernel may call; each generated module includes the ones
+#: its kernel uses (so the module is self-contained and readable on its own)
+HELPERS = {
+    "_max_combine": '''
+@triton.jit
+def _max_combine(a, b):
+    # NaN-propagating maximum, as torch.maximum / amax
+    return tl.where((a != a) | (a > b), a, b)
+''',
+    "_min_combine": '''
+@triton.jit
+def _min_combine(a, b):
+    return tl.where((a != a) | (a < b), a, b)
+''',
+    "_prod_combine": '''
+@triton.jit
+def _prod_combine(a, b):
+    return a * b
+''',
+    "_argmax_combine": '''
+@triton.jit
+def _argmax_combine(a, a_index, b, b_index):
+    # (value, index) pairs: the larger value wins, NaN beats everything, ties go to the
+    # smaller index (torch.argmax returns the first occurrence)
+    a_nan = a != a
+    b_nan = b != b
+    better = (a > b) | (a_nan & (b == b))
+    same = (a == b) | (a_nan & b_nan)
+    take_a = better | (same & (a_index < b_index))
+    return tl.where(take_a, a, b), tl.where(take_a, a_index, b_index)
+''',
+    "_argmin_combine": '''
+@triton.jit
+def _argmin_combine(a, a_index, b, b_index):
+    a_nan = a != a
+    b_nan = b != b
+    better = (a < b) | (a_nan & (b == b))
+    same = (a == b) | (a_nan & b_nan)
+    take_a = better | (same & (a_index < b_index))
+    return tl.where(take_a, a, b), tl.where(take_a, a_index, b_index)
+''',
+    "_floordiv_int": '''
+@triton.jit
+def _floordiv_int(a, b):
+    # Python floor division; Triton's // truncates toward zero like C
+    quot = a // b
+    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), quot - 1, quot)
+''',
+    "_floordiv_float": '''
+@triton.jit
+def _floordiv_float(a, b):
+    # torch's div_floor for floating point (ATen/native/BinaryOps.h); % is fmod here
+    mod = a % b
+    div = (a - mod) / b
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
+    floordiv = tl.floor(div)
+    floordiv = tl.where(div - floordiv > 0.5, floordiv + 1.0, floordiv)
+    result = tl.where(div != 0, floordiv, (a / b) * 0.0)
+    return tl.where(b == 0, a / b, result)
+''',
+    "_python_mod": '''
+@triton.jit
+def _python_mod(a, b):
+    # the sign of the result follows the divisor (torch.remainder)
+    rem = a % b
+    return tl.where((rem != 0) & ((rem < 0) != (b < 0)), rem + b, rem)
+''',
+    "_pow_int": '''
+@triton.jit
+def _pow_int(base, exp):
+    # integer power by squaring, exact like eager
+    result = base * 0 + exp * 0 + 1
+    b = base + exp * 0
+    e = exp + base * 0
+    for _ in tl.static_range(63):
+        result = tl.where((e & 1) != 0, result * b, result)
+        b = b * b
+        e = e >> 1
+    negative = tl.where(base == 1, 1, tl.where(base == -1, tl.where((exp & 1) != 0, -1, 1), 0))
+    return tl.where(exp < 0, negative, result)
+''',
+}
+
+
+# --------------------------------------------------------------------------- TritonOverrides
+def _is_float(dtype):
+    return dtype is None or dtype.is_floating_point
+
+
+class TritonOverrides:
+    """ops name → Triton expression. Arguments are already-named variables; `dtype` is the
+    type they compute in (after promotion). Where Triton's operators differ from torch's
+    (integer division, %, NaN in max, bools), the dtype picks the right spelling."""
+
+    # -- arithmetic
+    @staticmethod
+    def add(a, b, dtype):
+        return f"{a} | {b}" if dtype == torch.bool else f"{a} + {b}"
+
+    sub = staticmethod(lambda a, b, dtype: f"{a} - {b}")
+    mul = staticmethod(lambda a, b, dtype: f"{a} & {b}" if dtype == torch.bool else f"{a} * {b}")
+
+    @staticmethod
+    def truediv(a, b, dtype):
+        # the lowering uses truediv on integers for C-style truncating division
+        return f"{a} / {b}" if _is_float(dtype) else f"{a} // {b}"
+
+    @staticmethod
+    def floordiv(a, b, dtype):
+        return f"_floordiv_float({a}, {b})" if _is_float(dtype) else f"_floordiv_int({a}, {b})"
+
+    mod = staticmethod(lambda a, b, dtype: f"_python_mod({a}, {b})")
+    fmod = staticmethod(lambda a, b, dtype: f"{a} % {b}")  # fmod for floats, C % for ints
+
+    @staticmethod
+    def pow(a, b, dtype):
+        return f"libdevice.pow({a}, {b})" if _is_float(dtype) else f"_pow_int({a}, {b})"
+
+    @staticmethod
+    def maximum(a, b, dtype):
+        if dtype == torch.bool:
+            return f"{a} | {b}"
+        return f"tl.where(({a} != {a}) | ({a} > {b}), {a}, {b})" if _is_float(dtype) else f"tl.maximum({a}, {b})"
+
+    @staticmethod
+    def minimum(a, b, dtype):
+        if dtype == torch.bool:
+            return f"{a} & {b}"
+        return f"tl.where(({a} != {a}) | ({a} < {b}), {a}, {b})" if _is_float(dtype) else f"tl.minimum({a}, {b})"
+
+    atan2 = staticmethod(lambda a, b, dtype: f"libdevice.atan2({a}, {b})")
+    hypot = staticmethod(lambda a, b, dtype: f"libdevice.hypot({a}, {b})")
+    copysign = staticmethod(lambda a, b, dtype: f"libdevice.copysign({a}, {b})")
+
+    # -- comparisons and logic (results are bool: tl.int1)
+    eq = staticmethod(lambda a, b, dtype: f"{a} == {b}")
+    ne = staticmethod(lambda a, b, dtype: f"{a} != {b}")
+    lt = staticmethod(lambda a, b, dtype: f"{a} < {b}")
+    le = staticmethod(lambda a, b, dtype: f"{a} <= {b}")
+    gt = staticmethod(lambda a, b, dtype: f"{a} > {b}")
+    ge = staticmethod(lambda a, b, dtype: f"{a} >= {b}")
+
+    @staticmethod
+    def _truth(x, dtype):
+        return x if dtype == torch.bool else f"({x} != 0)"
+
+    logical_and = staticmethod(lambda a, b, dtype: f"{TritonOverrides._truth(a, dtype)} & {TritonOverrides._truth(b, dtype)}")
+    logical_or = staticmethod(lambda a, b, dtype: f"{TritonOverrides._truth(a, dtype)} | {TritonOverrides._truth(b, dtype)}")
+    logical_xor = staticmethod(lambda a, b, dtype: f"{TritonOverrides._truth(a, dtype)} ^ {TritonOverrides._truth(b, dtype)}")
+    logical_not = staticmethod(lambda x, dtype: f"{x} == 0")
+    bitwise_and = staticmethod(lambda a, b, dtype: f"{a} & {b}")
+    bitwise_or = staticmethod(lambda a, b, dtype: f"{a} | {b}")
+    bitwise_xor = staticmethod(lambda a, b, dtype: f"{a} ^ {b}")
+    bitwise_left_shift = staticmethod(lambda a, b, dtype: f"{a} << {b}")
+    bitwise_right_shift = staticmethod(lambda a, b, dtype: f"{a} >> {b}")
+    bitwise_not = staticmethod(lambda x, dtype: f"{x} == 0" if dtype == torch.bool else f"~{x}")
+
+    # -- unary math
+    neg = staticmethod(lambda x, dtype: f"-{x}")
+    abs = staticmethod(lambda x, dtype: x if dtype == torch.bool else f"tl.abs({x})")
+    square = staticmethod(lambda x, dtype: f"{x} * {x}")
+    reciprocal = staticmethod(lambda x, dtype: f"1.0 / {x}")
+    relu = staticmethod(lambda x, dtype: f"tl.where({x} < 0, 0, {x})")  # keeps NaN
+    sigmoid = staticmethod(lambda x, dtype: f"1.0 / (1.0 + libdevice.exp(-{x}))")
+
+    @staticmethod
+    def sign(x, dtype):
+        if dtype == torch.bool:
+            return x
+        t = TRITON_TYPE.get(dtype, "tl.float32")
+        diff = f"({x} > 0).to({t}) - ({x} < 0).to({t})"
+        return f"tl.where({x} != {x}, {x}, {diff})" if _is_float(dtype) else diff
+
+    @staticmethod
+    def isnan(x, dtype):
+        return f"{x} != {x}"  # always False for integers
+
+    @staticmethod
+    def isinf(x, dtype):
+        return f'tl.abs({x}) == float("inf")' if _is_float(dtype) else f"{x} != {x}"
+
+    @staticmethod
+    def signbit(x, dtype):
+        if dtype == torch.float64:
+            return f"{x}.to(tl.int64, bitcast=True) < 0"
+        if _is_float(dtype):
+            return f"{x}.to(tl.int32, bitcast=True) < 0"
+        return f"{x} < 0"
+
+
+#: unary float functions computed by libdevice (accurate to an ulp or two, like eager)
+LIBDEVICE_UNARY = {
+    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2", "log10": "log10",
+    "log1p": "log1p", "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin", "cos": "cos", "tan": "tan",
+    "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
+    "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "erf": "erf", "erfc": "erfc",
+    "lgamma": "lgamma", "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "nearbyint",
+}
+for _name, _fn in LIBDEVICE_UNARY.items():
+    if _name in ("floor", "ceil", "trunc", "round"):  # integers are already integral
+        setattr(TritonOverrides, _name, staticmethod(
+            lambda x, dtype, _f=_fn: f"libdevice.{_f}({x})" if _is_float(dtype) else x))
+    else:
+        setattr(TritonOverrides, _name, staticmethod(lambda x, dtype, _f=_fn: f"libdevice.{_f}({x})"))
+
+BOOL_RESULT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+               "logical_not", "isnan", "isinf", "signbit"}
+assert all(hasattr(TritonOverrides, op) for op in UNARY_OPS + BINARY_OPS)
+
+
+# --------------------------------------------------------------------------- reductions
+def reduction_init(reduction_type, dtype) -> str:
+    if reduction_type in ("sum", "any"):
+        return triton_literal(0, dtype)
+    if reduction_type == "prod":
+        return triton_literal(1, dtype)
+    largest = reduction_type in ("min", "argmin")
+    if dtype.is_floating_point:
+        return triton_literal(math.inf if largest else -math.inf, dtype)
+    info = torch.iinfo(dtype)
+    return str(info.max if largest else info.min)
+
+
+#: persistent form: the block-shaped masked values → one value per row ([XBLOCK, 1])
+REDUCE_ROW = {
+    "sum": "tl.sum({v}, 1)[:, None]",
+    "prod": "tl.reduce({v}, 1, _prod_combine)[:, None]",
+    "max": "tl.reduce({v}, 1, _max_combine)[:, None]",
+    "min": "tl.reduce({v}, 1, _min_combine)[:, None]",
+}
+#: looped form: fold one chunk into the block-shaped accumulator
+COMBINE = {
+    "sum": "{acc} + {v}", "prod": "{acc} * {v}", "max": "_max_combine({acc}, {v})",
+    "min": "_min_combine({acc}, {v})",
+}
+
+
+class TritonKernel:
+    """Generates one Triton kernel and its launcher for buffers sharing the same ranges."""
+
+    def __init__(self, name: str, ranges, reduction_ranges, config=None):
+        self.name, self.config = name, config
+        self.ranges, self.reduction_ranges = [int(s) for s in ranges], [int(s) for s in reduction_ranges]
+        self.itervars = index_vars("i", self.ranges)
+        self.reduction_vars = index_vars("r", self.reduction_ranges)
+        self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
+        self.xnumel = math.prod(self.ranges)
+        self.rnumel = math.prod(self.reduction_ranges)
+        self.is_reduction = bool(self.reduction_ranges)
+        limit = getattr(config, "triton_persistent_reduction_max", PERSISTENT_REDUCTION_MAX)
+        self.persistent = self.is_reduction and self.rnumel <= limit
+        self.args = KernelArgs()
+        self.cse = CSE(line_template="{var} = {expr}")
+        self.var_dtypes: dict[str, torch.dtype] = {}   # CSE variable → dtype it computes in
+        self.var_dims: dict[str, frozenset] = {}       # CSE variable → block dims it varies along
+        self.compute = IndentedBuffer()   # loads, arithmetic (inside the r loop when looped)
+        self.stores = IndentedBuffer()
+        self.prefix = IndentedBuffer()    # looped: accumulator initialisation before the loop
+        self.suffix = IndentedBuffer()    # looped: final reductions and their stores after it
+        self.finished = IndentedBuffer()  # looped: loops already closed
+        self.loop_vars: set[str] = set()  # looped: CSE variables defined inside the open loop
+        self.pending: set[str] = set()    # looped: buffers reduced by the open loop
+        self.store_cache: dict[tuple[str, str], str] = {}  # (buffer, index) → value stored
+        self.mask_stack: list[str] = []   # conditions of enclosing ops.masked
+        self.helpers: set[str] = set()
+        self.spans: dict[str, tuple[str, int, int, bool]] = {}  # merged index var → definition
+        self.used_syms: set[sympy.Symbol] = set()
+        self.max_numel = self.xnumel * max(self.rnumel, 1)
+        self.load_strides: list[tuple] = []  # (x stride, r stride) of each load: block shape hint
+        self.acc_count = 0
+        nontrivial = lambda vs, ns: [(v, n) for v, n in zip(vs, ns) if n != 1]  # noqa: E731
+        self._x_dims = nontrivial(self.itervars, self.ranges)
+        self._r_dims = nontrivial(self.reduction_vars, self.reduction_ranges)
+        self._zero = {v: 0 for v, n in self.var_ranges.items() if n == 1}
+
+    # ------------------------------------------------------------------ values
+    def _gen(self, expr: str, dtype, dims, buffer=None) -> str:
+        buffer = self.compute if buffer is None else buffer
+        for helper in HELPERS:
+            if helper + "(" in expr:
+                self.helpers.add(helper)
+        var = self.cse.generate(buffer, expr)
+        if var not in self.var_dtypes:
+            self.var_dtypes[var], self.var_dims[var] = dtype, frozenset(dims)
+            if buffer is self.compute and not self.persistent and self.is_reduction:
+                self.loop_vars.add(var)
+        return var
+
+    def _info(self, x):
+        """(text, dtype, dims) of an op argument: a CSE variable or a Python scalar."""
+        if isinstance(x, str) and x in self.var_dtypes:
+            return x, self.var_dtypes[x], self.var_dims[x]
+        if isinstance(x, bool):
+            return triton_literal(x), torch.bool, frozenset()
+        if isinstance(x, int):
+            return str(x), None, frozenset()
+        if isinstance(x, float):
+            return triton_literal(x), None, frozenset()
+        if isinstance(x, sympy.Expr):
+            return self.index(x)[0], torch.int64, self.index(x)[1]
+        raise TypeError(f"not a kernel value: {x!r}")
+
+    def _shape(self, dims) -> str:
+        if not self.is_reduction:
+            return "[XBLOCK]"
+        return {frozenset("x"): "[XBLOCK, 1]", frozenset("r"): "[1, RBLOCK]"}.get(
+            frozenset(dims), "[XBLOCK, RBLOCK]")
+
+    # ------------------------------------------------------------------ the ops handler
+    def __getattr__(self, name):
+        if name in UNARY_OPS or name in BINARY_OPS:
+            return lambda *args: self._pointwise(name, args)
+        raise AttributeError(name)
+
+    def _pointwise(self, name, args):
+        infos = [self._info(a) for a in args]
+        dtypes = [d for _, d, _ in infos if d is not None]
+        dtype = functools.reduce(torch.promote_types, dtypes) if dtypes else torch.float32
+        expr = getattr(TritonOverrides, name)(*[t for t, _, _ in infos], dtype=dtype)
+        dims = frozenset().union(*[d for _, _, d in infos])
+        return self._gen(expr, torch.bool if name in BOOL_RESULT else dtype, dims)
+
+    def constant(self, value, dtype):
+        return self._gen(f"tl.full([], {triton_literal(value, dtype)}, {TRITON_TYPE[compute_dtype(dtype)]})",
+                         compute_dtype(dtype), ())
+
+    def index_expr(self, expr, dtype):
+        text, dims = self.index(expr)
+        cdtype = compute_dtype(dtype)
+        if not dims and not sympy.sympify(expr).free_symbols - set(self._zero):
+            return self._gen(f"tl.full([], {text}, {TRITON_TYPE[cdtype]})", cdtype, ())
+        return self._gen(f"({text}).to({TRITON_TYPE[cdtype]})", cdtype, dims)
+
+    def to_dtype(self, x, dtype):
+        text, src, dims = self._info(x)
+        if src is None:
+            return self._gen(f"tl.full([], {text}, {TRITON_TYPE[compute_dtype(dtype)]})", compute_dtype(dtype), ())
+        if dtype == torch.bool:
+            return x if src == torch.bool else self._gen(f"{text} != 0", torch.bool, dims)
+        if dtype in LOW_PRECISION:  # round as eager would, keep computing in float32
+            return self._gen(f"{text}.to({TRITON_TYPE[dtype]}).to(tl.float32)", torch.float32, dims)
+        if src == dtype:
+            return x
+        return self._gen(f"{text}.to({TRITON_TYPE[dtype]})", dtype, dims)
+
+    def where(self, cond, a, b):
+        (c, _, cd), (x, xt, xd), (y, yt, yd) = self._info(cond), self._info(a), self._info(b)
+        dtype = torch.promote_types(xt, yt) if xt is not None and yt is not None else (xt or yt)
+        return self._gen(f"tl.where({c}, {x}, {y})", dtype, cd | xd | yd)
+
+    def indirect_indexing(self, x, size):
+        text, dtype, dims = self._info(x)
+        var = self._gen(f"tl.where({text} < 0, {text} + {int(size)}, {text})", dtype, dims)
+        return sympy.Symbol(var, integer=True, nonnegative=True)
+
+    def masked(self, mask, body, other):
+        """`mask ? body() : other`: loads inside the body get `mask` added to theirs (they
+        may point out of bounds where it is false), then one tl.where picks the result."""
+        mask_text, _, mask_dims = self._info(mask)
+        self.mask_stack.append(mask_text)
+        try:
+            result = body()
+        finally:
+            self.mask_stack.pop()
+        text, dtype, dims = self._info(result)
+        other_text = triton_literal(other, dtype)
+        return self._gen(f"tl.where({mask_text}, {text}, {other_text})", dtype, dims | mask_dims)
+
+    # ------------------------------------------------------------------ memory
+    def index(self, expr) -> tuple[str, frozenset]:
+        """A SymPy index → (Triton text, block dims it varies along)."""
+        expr = sympy.sympify(expr)
+        if self._zero and expr.free_symbols & set(self._zero):
+            expr = expr.subs(self._zero)
+        expr = simplify_with_ranges(expr, self.var_ranges)
+        dims = set()
+        for sym in expr.free_symbols:
+            if sym in self.var_ranges:
+                dims.add("x" if sym in self.itervars else "r")
+            else:  # an indirect index: a CSE variable
+                dims |= self.var_dims.get(str(sym), frozenset())
+        expr = self._merge_dims(expr, self._x_dims, "xindex", "i")
+        expr = self._merge_dims(expr, self._r_dims, "rindex", "r")
+        self.used_syms |= expr.free_symbols
+        return texpr(expr), frozenset(dims)
+
+    def _merge_dims(self, expr, dims, flat, prefix):
+        """Rewrite runs of loop variables that `expr` walks contiguously as one variable:
+        with ranges (4, 8, 16), `128*i0 + 16*i1 + i2` → `xindex`, `i0 + 4*i2` stays.
+        Only the affine part can merge; a variable inside FloorDiv etc. stays itself."""
+        if len(dims) < 2:
+            return expr
+        variables = [v for v, _ in dims]
+        coeffs, pinned = {}, set()
+        for term in sympy.Add.make_args(sympy.expand(expr)):
+            found = term.free_symbols & set(variables)
+            if not found:
+                continue
+            coeff, rest = term.as_coeff_Mul()
+            if rest in variables and coeff.is_Integer:
+                coeffs[rest] = coeffs.get(rest, 0) + int(coeff)
+            else:
+                pinned |= found
+        runs, run = [], []
+        for k, (v, n) in enumerate(dims):
+            mergeable = v in coeffs and v not in pinned and coeffs[v] != 0
+            if run and mergeable and coeffs[dims[k - 1][0]] == coeffs[v] * n:
+                run.append(k)
+            else:
+                if len(run) > 1:
+                    runs.append(run)
+                run = [k] if mergeable else []
+        if len(run) > 1:
+            runs.append(run)
+        if not runs:
+            return expr
+        expr = sympy.expand(expr)
+        for run in runs:
+            first, last = run[0], run[-1]
+            stride = math.prod(n for _, n in dims[last + 1:])
+            size = math.prod(n for _, n in dims[first:last + 1])
+            outermost = first == 0
+            name = flat if outermost and last == len(dims) - 1 else f"{prefix}{dims[first][0].name[1:]}_{dims[last][0].name[1:]}"
+            sym = sympy.Symbol(name, integer=True, nonnegative=True)
+            if name != flat:
+                self.spans[name] = (flat, stride, size, outermost)
+            replaced = sum((coeffs[dims[k][0]] * dims[k][0] for k in run), sympy.Integer(0))
+            expr = expr - replaced + coeffs[dims[last][0]] * sym
+        return expr
+
+    def _note_numel(self, name):
+        try:
+            self.max_numel = max(self.max_numel, V.graph.get_buffer(name).layout.storage_numel())
+        except Exception:  # a buffer without a layout (never loaded directly)
+            pass
+
+    def _pointer(self, ptr, index, need_dims):
+        """`ptr + (index)`, widened to the block shape of `need_dims` when the index does not
+        vary along all of them (a mask needs a pointer of its own shape)."""
+        text, dims = self.index(index)
+        if need_dims - dims:
+            itype = "tl.int64" if self._use_int64() else "tl.int32"
+            return f"{ptr} + ({text} + tl.zeros({self._shape(dims | need_dims)}, {itype}))"
+        return f"{ptr} + ({text})"
+
+    def _use_int64(self):
+        return self.max_numel >= 2**31
+
+    def _record_strides(self, index):
+        expr = sympy.expand(simplify_with_ranges(sympy.sympify(index).subs(self._zero), self.var_ranges))
+        xs = expr.coeff(self._x_dims[-1][0]) if self._x_dims else None
+        rs = expr.coeff(self._r_dims[-1][0]) if self._r_dims else None
+        self.load_strides.append((xs, rs))
+
+    def load(self, name, index):
+        key = (name, str(sympy.sympify(index)))
+        if name in self.pending:  # a reduction of the open loop: finish that loop first
+            self._close_loop()
+        if key in self.store_cache:
+            return self.store_cache[key]
+        if name in self.args.output_buffers:
+            raise NotImplementedError(f"{self.name} reads {name} at {index}, not where it wrote it")
+        self._note_numel(name)
+        self._record_strides(index)
+        dtype = V.graph.get_dtype(name)
+        _, dims = self.index(index)
+        mask_dims = set(dims)
+        masks = [m for d, m in (("x", "xmask"), ("r", "rmask")) if d in dims]
+        for m in self.mask_stack:
+            masks.append(m)
+            mask_dims |= self.var_dims.get(m, frozenset())
+        pointer = self._pointer(self.args.input(name), index, frozenset(mask_dims))
+        mask = f", {' & '.join(masks)}, other=0" if masks else ""
+        expr = f"tl.load({pointer}{mask})"
+        if dtype in LOW_PRECISION:
+            expr += ".to(tl.float32)"
+        return self._gen(expr, compute_dtype(dtype), mask_dims)
+
+    def _store_line(self, name, index, value, mask_dims):
+        self._note_numel(name)
+        dtype = V.graph.get_dtype(name)
+        text, vdtype, _ = self._info(value)
+        if dtype in LOW_PRECISION or (vdtype is not None and compute_dtype(dtype) != vdtype):
+            text = f"{text}.to({TRITON_TYPE[dtype]})"
+        _, dims = self.index(index)
+        mask_dims = frozenset(mask_dims | dims)
+        masks = " & ".join(m for d, m in (("x", "xmask"), ("r", "rmask")) if d in mask_dims)
+        pointer = self._pointer(self.args.output(name), index, mask_dims)
+        self.store_cache[(name, str(sympy.sympify(index)))] = value
+        return f"tl.store({pointer}, {text}{', ' + masks if masks else ''})"
+
+    def store(self, name, index, value):
+        self.stores.writeline(self._store_line(name, index, value, frozenset("x")))
+
+    def store_reduction(self, name, index, value):
+        line = self._store_line(name, index, value, frozenset("x"))
+        if self.persistent or not self.is_reduction:
+            self.stores.writeline(line)
+        else:
+            self.suffix.writeline(line)
+            self.pending.add(name)
+
+    # ------------------------------------------------------------------ reductions
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        text, vdtype, _ = self._info(value)
+        vdtype = vdtype or compute_dtype(src_dtype)
+        if reduction_type in ("sum", "prod"):
+            acc_dtype = compute_dtype(dtype)
+        elif reduction_type == "any" or vdtype == torch.bool:  # any, and max/min of bools
+            acc_dtype = torch.int32
+        else:
+            acc_dtype = vdtype
+        if reduction_type == "any":
+            text = f"({text} != 0).to(tl.int32)" if vdtype != torch.bool else f"{text}.to(tl.int32)"
+        elif vdtype != acc_dtype:  # e.g. max of bools, or a sum accumulating in float32
+            text = f"{text}.to({TRITON_TYPE[acc_dtype]})"
+        out_dtype = torch.int64 if reduction_type in ("argmax", "argmin") else (
+            torch.bool if reduction_type == "any" or vdtype == torch.bool else acc_dtype)
+        if not self.is_reduction:  # a reduction over zero dims (of a 0-d tensor): one element
+            if reduction_type in ("argmax", "argmin"):
+                return self._gen("tl.full([], 0, tl.int64)", torch.int64, ())
+            value = self._gen(text, acc_dtype, self._info(value)[2])
+            return self.to_dtype(value, out_dtype)
+        init = reduction_init(reduction_type, acc_dtype)
+        if reduction_type in ("argmax", "argmin"):
+            return self._arg_reduction(reduction_type, text, init, acc_dtype)
+        kind = "max" if reduction_type == "any" else reduction_type  # any = max of 0/1
+
+        def finish(v):
+            row = REDUCE_ROW[kind].format(v=v)
+            return f"({row}) != 0" if out_dtype == torch.bool else row
+        if self.persistent:
+            masked = self._gen(f"tl.where(xmask & rmask, {text}, {init})", acc_dtype, "xr")
+            return self._gen(finish(masked), out_dtype, "x")
+        acc = f"_acc{self.acc_count}"
+        self.acc_count += 1
+        self.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
+        combined = COMBINE[kind].format(acc=acc, v=text)
+        for helper in HELPERS:
+            if helper + "(" in combined:
+                self.helpers.add(helper)
+        self.compute.writeline(f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
+        return self._gen(finish(acc), out_dtype, "x", buffer=self.suffix)
+
+    def _arg_reduction(self, reduction_type, text, init, acc_dtype):
+        combine = f"_{reduction_type}_combine"
+        self.helpers.add(combine)
+        itype = "tl.int64"
+        if self.persistent:
+            masked = self._gen(f"tl.where(xmask & rmask, {text}, {init})", acc_dtype, "xr")
+            var = self.cse.newvar()
+            self.compute.writeline(f"_, {var} = tl.reduce(({masked}, tl.broadcast_to(rindex, [XBLOCK, RBLOCK]))"
+                                   f", 1, {combine})")
+            return self._gen(f"{var}[:, None].to({itype})", torch.int64, "x")
+        acc = f"_acc{self.acc_count}"
+        self.acc_count += 1
+        self.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
+        self.prefix.writeline(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {2**31 - 1}, {itype})")
+        self.compute.writeline(f"{acc}_next, {acc}_index_next = {combine}({acc}, {acc}_index, {text}, rindex)")
+        self.compute.writeline(f"{acc} = tl.where(xmask & rmask, {acc}_next, {acc})")
+        self.compute.writeline(f"{acc}_index = tl.where(xmask & rmask, {acc}_index_next, {acc}_index)")
+        var = self.cse.newvar()
+        self.suffix.writeline(f"_, {var} = tl.reduce(({acc}, {acc}_index), 1, {combine})")
+        return self._gen(f"{var}[:, None].to({itype})", torch.int64, "x", buffer=self.suffix)
+
+    # ------------------------------------------------------------------ looped reductions
+    def _loop_header(self) -> list[str]:
+        return ["for roffset in range(0, rnumel, RBLOCK):"]
+
+    def _close_loop(self):
+        """Emit the open `for roffset` loop and what follows it; values made inside the
+        loop are per-chunk and must not be reused after it (forget them in the CSE)."""
+        self.finished.splice(self.prefix)
+        self.finished.writelines(self._loop_header())
+        with self.finished.indent():
+            self.finished.writelines(self._r_definitions())
+            self.finished.splice(self.compute)
+            self.finished.splice(self.stores)
+        self.finished.splice(self.suffix)
+        self.prefix, self.compute, self.stores, self.suffix = (IndentedBuffer() for _ in range(4))
+        self.cse.cache = {k: v for k, v in self.cse.cache.items() if v not in self.loop_vars}
+        self.store_cache = {k: v for k, v in self.store_cache.items() if v not in self.loop_vars}
+        self.loop_vars, self.pending = set(), set()
+
+    # ------------------------------------------------------------------ block sizes
+    def is_outer_reduction(self) -> bool:
+        """True when most loads are contiguous along x, not r (e.g. summing a column):
+        then a block should be wide in x and short in r."""
+        votes = [(xs == 1 and rs != 1) - (rs == 1) for xs, rs in self.load_strides]
+        return sum(votes) > 0
+
+    def block_sizes(self) -> dict:
+        """XBLOCK (and RBLOCK) and num_warps, from the sizes alone."""
+        xblock_max = next_power_of_2(max(self.xnumel, 1))
+        if not self.is_reduction:
+            xblock = min(1024, xblock_max)
+            return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 256))}
+        rblock_full = next_power_of_2(max(self.rnumel, 1))
+        if self.persistent:
+            rblock = rblock_full
+            xblock = min(xblock_max, max(1, MAX_BLOCK_NUMEL // rblock), 64)
+        elif self.is_outer_reduction():
+            xblock = min(xblock_max, 64)
+            rblock = min(rblock_full, max(1, MAX_BLOCK_NUMEL // xblock))
+        else:
+            xblock, rblock = 1, min(rblock_full, 2048)
+        return {"XBLOCK": xblock, "RBLOCK": rblock,
+                "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
+
+    # ------------------------------------------------------------------ source
+    def _span_definition(self, name) -> str:
+        flat, stride, size, outermost = self.spans[name]
+        value = flat if stride == 1 else f"({flat} // {stride})"
+        return f"{name} = {value}" if outermost else f"{name} = {value} % {size}"
+
+    def _var_definitions(self, dims, flat) -> list[str]:
+        lines = []
+        for k, (v, n) in enumerate(dims):
+            if v in self.used_syms:
+                stride = math.prod(m for _, m in dims[k + 1:])
+                value = flat if stride == 1 else f"({flat} // {stride})"
+                lines.append(f"{v} = {value}" if k == 0 else f"{v} = {value} % {n}")
+        prefix = "i" if flat == "xindex" else "r"
+        for name in self.spans:
+            if name.startswith(prefix) and sympy.Symbol(name, integer=True, nonnegative=True) in self.used_syms:
+                lines.append(self._span_definition(name))
+        return lines
+
+    def _r_definitions(self) -> list[str]:
+        base = "rbase" if self.persistent else "roffset + rbase"
+        return [f"rindex = {base}", "rmask = rindex < rnumel"] + self._var_definitions(self._r_dims, "rindex")
+
+    def kernel_name(self) -> str:
+        return f"triton_{self.name}"
+
+    def codegen(self) -> str:
+        """The module source: imports, helpers, the @triton.jit kernel and the launcher."""
+        if getattr(self, "_source", None) is None:
+            self._source = self._codegen()
+        return self._source
+
+    def _codegen(self) -> str:
+        if self.is_reduction and not self.persistent:
+            self._close_loop()
+        blocks = self.block_sizes()
+        code = IndentedBuffer()
+        code.writelines(["import triton", "import triton.language as tl",
+                         "from miniinductor.runtime.triton_runtime import libdevice"])
+        for helper in sorted(self.helpers):
+            code.splice(HELPERS[helper])
+        code.writeline("")
+        code.writeline("")
+        ptrs = list(self.args.input_buffers.values()) + list(self.args.output_buffers.values())
+        constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.is_reduction else [])
+        code.writeline("@triton.jit")
+        code.writeline(f"def {self.kernel_name()}({', '.join(ptrs + constexprs)}):")
+        with code.indent():
+            int64 = self._use_int64()
+            code.writeline(f"xnumel = {self.xnumel}")
+            pid = "tl.program_id(0).to(tl.int64)" if int64 else "tl.program_id(0)"
+            code.writeline(f"xoffset = {pid} * XBLOCK")
+            arange = "tl.arange(0, XBLOCK)" + ("[:, None]" if self.is_reduction else "")
+            code.writeline(f"xindex = xoffset + {arange}")
+            code.writeline("xmask = xindex < xnumel")
+            code.writelines(self._var_definitions(self._x_dims, "xindex"))
+            if self.is_reduction:
+                code.writeline(f"rnumel = {self.rnumel}")
+                rbase = "tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if int64 else "")
+                code.writeline(f"rbase = {rbase}")
+            if self.persistent:
+                code.writelines(self._r_definitions())
+            code.splice(self.finished)
+            code.splice(self.compute)
+            code.splice(self.stores)
+        code.writeline("")
+        code.writeline("")
+        code.writelines(self._launcher(ptrs, blocks))
+        return code.getvalue() + "\n"
+
+    def _launcher(self, ptrs, blocks) -> list[str]:
+        lines = [f"def {self.name}({', '.join(ptrs)}):"]
+        sizes = f"xnumel={self.xnumel}" + (f", rnumel={self.rnumel}" if self.is_reduction else "")
+        kind = ("persistent reduction" if self.persistent else "looped reduction") if self.is_reduction else "pointwise"
+        lines.append(f'    """{kind}: {sizes}"""')
+        if self.xnumel == 0:
+            lines.append("    return  # nothing to compute")
+            return lines
+        grid = -(-self.xnumel // blocks["XBLOCK"])
+        kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
+        lines.append(f"    {self.kernel_name()}[({grid},)]({', '.join(ptrs + [kwargs])})")
+        return lines
