@@ -12,6 +12,10 @@ import torch
 
 from . import metrics  # noqa: F401
 from .config import Config
+from .debug.explain import explain  # noqa: F401
+from .debug.logs import set_logs
+
+set_logs()  # honour $MINIINDUCTOR_LOGS
 
 __version__ = "0.1.0"
 

@@ -12,6 +12,7 @@ Mirrors `compile_fx_inner` in `torch/_inductor/compile_fx.py`:
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib.util
@@ -26,6 +27,7 @@ from . import metrics
 from .codegen.cpp import CppKernel, MissingStore
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes
 from .codegen.wrapper import WrapperCodeGen
+from .debug.logs import get_logger
 from .lowering import GraphLowering
 from .runtime.cpp_builder import cache_dir
 from .scheduler import FusedGroup, Scheduler
@@ -45,8 +47,13 @@ class CompiledGraph:
     plan: MemoryPlan = None       # buffer lifetimes, reuse and the planned peak
     eager_peak: int = 0           # the same estimate for the ATen graph run op by op
 
+    kernel_bytes: dict = dataclasses.field(default_factory=dict)   # kernel → bytes it reads+writes
+
     def __call__(self, args):
         return self.call(args)
+
+    def fused_groups(self) -> list[FusedGroup]:
+        return [g for g in self.scheduler.schedule if isinstance(g, FusedGroup)]
 
 
 def removable_buffers(group, scheduler) -> set[str]:
@@ -110,8 +117,23 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     metrics.output_code_paths.append(path)
     metrics.graphs_compiled += 1
     log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
-    return CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
-                         wrapper.plan, eager_peak_bytes(gm))
+    compiled = CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
+                             wrapper.plan, eager_peak_bytes(gm))
+    for kname, (_, arg_names, _) in kernels.items():
+        compiled.kernel_bytes[kname] = sum(wrapper.plan_nbytes(n) for n in arg_names)
+    metrics.nodes_before_fusion += len(scheduler.nodes)
+    metrics.nodes_after_fusion += len(scheduler.schedule)
+    metrics.estimated_bytes_moved += sum(compiled.kernel_bytes.values())
+    _log_compiled(compiled)
+    return compiled
+
+
+def _log_compiled(cg: CompiledGraph):
+    get_logger("fusion").info("%s:\n%s", cg.graph.name, "\n".join(map(str, cg.scheduler.decisions)))
+    get_logger("schedule").info("%s:\n%s", cg.graph.name, cg.scheduler)
+    get_logger("ir_post_fusion").info("%s:\n%s", cg.graph.name, cg.graph)
+    get_logger("memory").info("%s: eager estimate %d bytes\n%s", cg.graph.name, cg.eager_peak, cg.plan)
+    get_logger("output_code").info("%s: %s\n%s", cg.graph.name, cg.path, cg.wrapper_source)
 
 
 def _unsupported_graph(example_inputs) -> str | None:
@@ -136,10 +158,24 @@ def compile_fx_inner(gm, example_inputs, config, name="graph"):
     call.compiled_graph = compiled
     _last_compiled.append(compiled)
     del _last_compiled[:-8]
+    for collector in _collectors:
+        collector.append(compiled)
     return call
 
 
 _last_compiled: list[CompiledGraph] = []
+_collectors: list[list] = []
+
+
+@contextlib.contextmanager
+def collect_compiled():
+    """Every graph compiled inside the `with` block is appended to the yielded list."""
+    found: list[CompiledGraph] = []
+    _collectors.append(found)
+    try:
+        yield found
+    finally:
+        _collectors.remove(found)
 
 
 def last_compiled() -> list[CompiledGraph]:

@@ -16,7 +16,7 @@ import torch
 from ..ir.nodes import Buffer, ComputedBuffer, MultiOutput, ReinterpretView
 from ..scheduler import FusedGroup
 from .common import IndentedBuffer
-from .memory_planning import MemoryPlan, Step
+from .memory_planning import MemoryPlan, Step, nbytes
 
 
 def pyrepr(value) -> str:
@@ -90,6 +90,9 @@ class WrapperCodeGen:
                             may_alias=_may_alias(node))
                 steps.append((step, self._extern_lines(node)))
         return steps
+
+    def plan_nbytes(self, name: str) -> int:
+        return nbytes(self.graph.get_buffer(name))
 
     def memory_plan(self) -> MemoryPlan:
         steps = [s for s, _ in self._steps()]

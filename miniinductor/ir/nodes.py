@@ -99,6 +99,8 @@ class Loops(IRNode):
     dtype: torch.dtype
     inner_fn: Callable
     ranges: list[int]
+    #: FX nodes whose lowering built this body (inlined producers included)
+    origins: set = dataclasses.field(default_factory=set, kw_only=True)
 
     def get_size(self):
         return list(self.ranges)
@@ -194,7 +196,11 @@ class ComputedBuffer(Buffer):
     def __init__(self, name, layout, data: Loops):
         super().__init__(name, layout)
         self.data = data
-        self.origins: list[str] = []  # the ATen ops this buffer was built from
+
+    @property
+    def origins(self) -> list[str]:
+        """The ATen FX nodes this buffer was built from, inlined producers included."""
+        return sorted(self.data.origins)
 
     def store_body(self, index, rindex=None):
         """Run the body for one iteration: `ops.store(...)` of the computed element."""

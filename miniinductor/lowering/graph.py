@@ -24,7 +24,7 @@ import torch.fx
 
 from .. import metrics
 from ..ir.nodes import (SUPPORTED_DTYPES, Buffer, ComputedBuffer, ExternKernel, InputBuffer, IRNode,
-                        Layout, Loops, MultiOutput, Pointwise, ReinterpretView, StorageBox,
+                        Layout, Loops, MultiOutput, Pointwise, ReinterpretView, StorageBox, View,
                         strided_view_of, unwrap_buffer)
 from ..ir.indexing import index_vars
 from ..ops_handler import RecordingHandler
@@ -79,8 +79,6 @@ class GraphLowering(torch.fx.Interpreter):
     def register_buffer(self, buf: Buffer) -> Buffer:
         buf.name = f"buf{len(self.buffers)}"
         self.buffers.append(buf)
-        if self._node is not None and hasattr(buf, "origins") and isinstance(buf, ComputedBuffer):
-            buf.origins.append(self._node.name)
         return buf
 
     def get_buffer(self, name: str) -> Buffer:
@@ -138,10 +136,28 @@ class GraphLowering(torch.fx.Interpreter):
                 reason = f"lowering declined: {exc}"
         if reason is not None:
             result = self.fallback(target, args, kwargs, reason)
+        else:
+            self._record_origins(result, args)
         if isinstance(result, StorageBox) and isinstance(result.data, Pointwise) and len(self._node.users) > 1:
             if self._expensive(result.data):
                 result.realize()
         return result
+
+    def _record_origins(self, result, args):
+        """Tag the loop bodies this node produced with its name and its inlined inputs'."""
+        def loops_of(x):
+            while isinstance(x, View):
+                x = x.data
+            if isinstance(x, StorageBox):
+                x = x.data
+            return x.data if isinstance(x, ComputedBuffer) else x if isinstance(x, Loops) else None
+        flat_args = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
+        inherited = set().union(*[loops_of(a).origins for a in flat_args
+                                  if isinstance(a, (View, StorageBox)) and isinstance(loops_of(a), Pointwise)])
+        for r in (result if isinstance(result, (list, tuple)) else [result]):
+            loops = loops_of(r)
+            if loops is not None and not loops.origins:
+                loops.origins |= inherited | {self._node.name}
 
     def _expensive(self, node: Pointwise) -> bool:
         recorder = RecordingHandler()
