@@ -52,7 +52,8 @@ class MemoryPlan:
                 last_use[n] = k
                 first.setdefault(n, k)
         allocated = {n for s in steps for n in s.allocs}
-        fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines}
+        fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
+                        if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
         poolable = (allocated | fresh_extern) - keep - extern_inputs
         pool: dict[tuple, list[str]] = {}
         pooled_at: dict[str, int] = {}

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 
 import sympy
 import torch
@@ -48,6 +49,7 @@ from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.triton_runtime import next_power_of_2
 from ..virtualized import V
 from .common import CSE, IndentedBuffer, KernelArgs
+from .cpp import MissingStore
 
 TRITON_TYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -113,8 +115,15 @@ def texpr(expr) -> str:
 
 # --------------------------------------------------------------------------- helpers
 #: small @triton.jit functions a kernel may call; each generated module includes the ones
-#: its kernel uses (so the module is self-contained and readable on its own)
+#: its kernel uses (so the module is self-contained and readable on its own). Kernels call
+#: no @triton.jit function of triton.language itself (tl.sum, tl.zeros...): under the
+#: interpreter those only work when TRITON_INTERPRET was set before triton was imported.
 HELPERS = {
+    "_sum_combine": '''
+@triton.jit
+def _sum_combine(a, b):
+    return a + b
+''',
     "_max_combine": '''
 @triton.jit
 def _max_combine(a, b):
@@ -282,8 +291,7 @@ class TritonOverrides:
         if dtype == torch.bool:
             return x
         t = TRITON_TYPE.get(dtype, "tl.float32")
-        diff = f"({x} > 0).to({t}) - ({x} < 0).to({t})"
-        return f"tl.where({x} != {x}, {x}, {diff})" if _is_float(dtype) else diff
+        return f"({x} > 0).to({t}) - ({x} < 0).to({t})"  # sign(NaN) is 0, as in eager
 
     @staticmethod
     def isnan(x, dtype):
@@ -337,7 +345,7 @@ def reduction_init(reduction_type, dtype) -> str:
 
 #: persistent form: the block-shaped masked values → one value per row ([XBLOCK, 1])
 REDUCE_ROW = {
-    "sum": "tl.sum({v}, 1)[:, None]",
+    "sum": "tl.reduce({v}, 1, _sum_combine)[:, None]",
     "prod": "tl.reduce({v}, 1, _prod_combine)[:, None]",
     "max": "tl.reduce({v}, 1, _max_combine)[:, None]",
     "min": "tl.reduce({v}, 1, _min_combine)[:, None]",
@@ -349,59 +357,103 @@ COMBINE = {
 }
 
 
-class TritonKernel:
-    """Generates one Triton kernel and its launcher for buffers sharing the same ranges."""
+class Block:
+    """One part of the kernel body, in order (as in CppKernel): `outer` code runs once per
+    block of rows (values shaped [XBLOCK, 1]); a `loop` block runs over the reduction
+    ranges -- straight-line over the whole row when the reduction is persistent, a
+    `for roffset` loop otherwise, with accumulators set up in `prefix` and the final
+    reductions (and their stores) in `suffix`."""
 
-    def __init__(self, name: str, ranges, reduction_ranges, config=None):
+    def __init__(self, kind):
+        self.kind = kind
+        self.prefix, self.body, self.suffix = IndentedBuffer(), IndentedBuffer(), IndentedBuffer()
+        self.written: set[str] = set()   # buffers its nodes computed
+        self.reduced: set[str] = set()   # buffers whose reduction finishes after the loop
+
+
+class TritonKernel:
+    """Generates one Triton kernel and its launcher for a fused group: rows over `ranges`
+    (flattened into xindex), and blocks over `reduction_ranges` (flattened into rindex)."""
+
+    def __init__(self, name: str, ranges, reduction_ranges, config=None, removed_buffers=()):
         self.name, self.config = name, config
         self.ranges, self.reduction_ranges = [int(s) for s in ranges], [int(s) for s in reduction_ranges]
         self.itervars = index_vars("i", self.ranges)
         self.reduction_vars = index_vars("r", self.reduction_ranges)
         self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
-        self.xnumel = math.prod(self.ranges)
-        self.rnumel = math.prod(self.reduction_ranges)
+        self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
         self.is_reduction = bool(self.reduction_ranges)
         limit = getattr(config, "triton_persistent_reduction_max", PERSISTENT_REDUCTION_MAX)
         self.persistent = self.is_reduction and self.rnumel <= limit
+        self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
         self.args = KernelArgs()
         self.cse = CSE(line_template="{var} = {expr}")
         self.var_dtypes: dict[str, torch.dtype] = {}   # CSE variable → dtype it computes in
-        self.var_dims: dict[str, frozenset] = {}       # CSE variable → block dims it varies along
-        self.compute = IndentedBuffer()   # loads, arithmetic (inside the r loop when looped)
-        self.stores = IndentedBuffer()
-        self.prefix = IndentedBuffer()    # looped: accumulator initialisation before the loop
-        self.suffix = IndentedBuffer()    # looped: final reductions and their stores after it
-        self.finished = IndentedBuffer()  # looped: loops already closed
-        self.loop_vars: set[str] = set()  # looped: CSE variables defined inside the open loop
-        self.pending: set[str] = set()    # looped: buffers reduced by the open loop
-        self.store_cache: dict[tuple[str, str], str] = {}  # (buffer, index) → value stored
-        self.mask_stack: list[str] = []   # conditions of enclosing ops.masked
+        self.var_dims: dict[str, frozenset] = {}       # CSE variable → block dims ("x", "r") it varies along
+        self.blocks: list[Block] = []
+        self.block: Block | None = None
+        self.outer_cse: dict[str, str] = {}
+        self.outer_stores: dict[tuple[str, str], str] = {}   # (buffer, index) → variable
+        self.stores_in_scope: dict[tuple[str, str], str] = self.outer_stores
+        self.mask_stack: list[str] = []   # conditions of the enclosing ops.masked
         self.helpers: set[str] = set()
-        self.spans: dict[str, tuple[str, int, int, bool]] = {}  # merged index var → definition
+        self.spans: dict[str, tuple[str, int, int, bool]] = {}  # merged index variable → definition
         self.used_syms: set[sympy.Symbol] = set()
         self.max_numel = self.xnumel * max(self.rnumel, 1)
-        self.load_strides: list[tuple] = []  # (x stride, r stride) of each load: block shape hint
+        self.load_strides: list[tuple] = []  # (x stride, r stride) of each load: a block-shape hint
         self.acc_count = 0
         nontrivial = lambda vs, ns: [(v, n) for v, n in zip(vs, ns) if n != 1]  # noqa: E731
         self._x_dims = nontrivial(self.itervars, self.ranges)
         self._r_dims = nontrivial(self.reduction_vars, self.reduction_ranges)
         self._zero = {v: 0 for v, n in self.var_ranges.items() if n == 1}
+        self._source = None
+
+    # ------------------------------------------------------------------ blocks
+    def codegen_node(self, node):
+        """Emit one scheduler node's body (a SchedulerNode with `index_for`) into the right block."""
+        looped = self.is_reduction and (node.is_reduction or canonical_len(node.ranges) > len(self.ranges))
+        kind = "loop" if looped else "outer"
+        reads = {d.name for d in node.reads}
+        if self.block is None or self.block.kind != kind or (kind == "loop" and reads & self.block.reduced):
+            self._open_block(kind)
+        index, rindex = node.index_for(self.itervars, self.reduction_vars)
+        with V.set_ops_handler(self):
+            node.node.store_body(index, rindex)
+        self.block.written.add(node.get_name())
+
+    def _open_block(self, kind):
+        self.block = Block(kind)
+        self.blocks.append(self.block)
+        if kind == "loop" and self.is_reduction and not self.persistent:  # names made in a loop die with it
+            self.cse.cache, self.stores_in_scope = dict(self.outer_cse), dict(self.outer_stores)
+        else:
+            self.cse.cache, self.stores_in_scope = self.outer_cse, self.outer_stores
+
+    def _current(self) -> Block:
+        if self.block is None:  # used as a plain ops handler (store_body under V.set_ops_handler)
+            self._open_block("loop" if self.is_reduction else "outer")
+        return self.block
+
+    @property
+    def compute(self) -> IndentedBuffer:
+        return self._current().body
+
+    def _looped(self) -> bool:
+        return self.is_reduction and not self.persistent and self._current().kind == "loop"
 
     # ------------------------------------------------------------------ values
     def _gen(self, expr: str, dtype, dims, buffer=None) -> str:
-        buffer = self.compute if buffer is None else buffer
-        for helper in HELPERS:
-            if helper + "(" in expr:
-                self.helpers.add(helper)
-        var = self.cse.generate(buffer, expr)
+        self._note_helpers(expr)
+        var = self.cse.generate(self.compute if buffer is None else buffer, expr)
         if var not in self.var_dtypes:
             self.var_dtypes[var], self.var_dims[var] = dtype, frozenset(dims)
-            if buffer is self.compute and not self.persistent and self.is_reduction:
-                self.loop_vars.add(var)
         return var
 
+    def _note_helpers(self, expr: str):
+        self.helpers.update(h for h in HELPERS if re.search(rf"\b{h}\b", expr))
+
     def _info(self, x):
-        """(text, dtype, dims) of an op argument: a CSE variable or a Python scalar."""
+        """(text, dtype, block dims) of an op argument: a CSE variable or a Python scalar."""
         if isinstance(x, str) and x in self.var_dtypes:
             return x, self.var_dtypes[x], self.var_dims[x]
         if isinstance(x, bool):
@@ -411,14 +463,13 @@ class TritonKernel:
         if isinstance(x, float):
             return triton_literal(x), None, frozenset()
         if isinstance(x, sympy.Expr):
-            return self.index(x)[0], torch.int64, self.index(x)[1]
+            return (*self.index(x)[:1], torch.int64, self.index(x)[1])
         raise TypeError(f"not a kernel value: {x!r}")
 
     def _shape(self, dims) -> str:
         if not self.is_reduction:
             return "[XBLOCK]"
-        return {frozenset("x"): "[XBLOCK, 1]", frozenset("r"): "[1, RBLOCK]"}.get(
-            frozenset(dims), "[XBLOCK, RBLOCK]")
+        return {frozenset("x"): "[XBLOCK, 1]", frozenset("r"): "[1, RBLOCK]"}.get(frozenset(dims), "[XBLOCK, RBLOCK]")
 
     # ------------------------------------------------------------------ the ops handler
     def __getattr__(self, name):
@@ -435,20 +486,20 @@ class TritonKernel:
         return self._gen(expr, torch.bool if name in BOOL_RESULT else dtype, dims)
 
     def constant(self, value, dtype):
-        return self._gen(f"tl.full([], {triton_literal(value, dtype)}, {TRITON_TYPE[compute_dtype(dtype)]})",
-                         compute_dtype(dtype), ())
+        cdtype = compute_dtype(dtype)
+        return self._gen(f"tl.full([], {triton_literal(value, dtype)}, {TRITON_TYPE[cdtype]})", cdtype, ())
 
     def index_expr(self, expr, dtype):
         text, dims = self.index(expr)
         cdtype = compute_dtype(dtype)
-        if not dims and not sympy.sympify(expr).free_symbols - set(self._zero):
+        if not sympy.sympify(expr).free_symbols - set(self._zero):
             return self._gen(f"tl.full([], {text}, {TRITON_TYPE[cdtype]})", cdtype, ())
         return self._gen(f"({text}).to({TRITON_TYPE[cdtype]})", cdtype, dims)
 
     def to_dtype(self, x, dtype):
         text, src, dims = self._info(x)
         if src is None:
-            return self._gen(f"tl.full([], {text}, {TRITON_TYPE[compute_dtype(dtype)]})", compute_dtype(dtype), ())
+            return self.constant(float(text) if "." in text else int(text), dtype)
         if dtype == torch.bool:
             return x if src == torch.bool else self._gen(f"{text} != 0", torch.bool, dims)
         if dtype in LOW_PRECISION:  # round as eager would, keep computing in float32
@@ -472,17 +523,19 @@ class TritonKernel:
         may point out of bounds where it is false), then one tl.where picks the result."""
         mask_text, _, mask_dims = self._info(mask)
         self.mask_stack.append(mask_text)
+        saved_stores = dict(self.stores_in_scope)
         try:
             result = body()
         finally:
             self.mask_stack.pop()
+            self.stores_in_scope.clear()
+            self.stores_in_scope.update(saved_stores)
         text, dtype, dims = self._info(result)
-        other_text = triton_literal(other, dtype)
-        return self._gen(f"tl.where({mask_text}, {text}, {other_text})", dtype, dims | mask_dims)
+        return self._gen(f"tl.where({mask_text}, {text}, {triton_literal(other, dtype)})", dtype, dims | mask_dims)
 
-    # ------------------------------------------------------------------ memory
+    # ------------------------------------------------------------------ indexing
     def index(self, expr) -> tuple[str, frozenset]:
-        """A SymPy index → (Triton text, block dims it varies along)."""
+        """A SymPy index → (its Triton text, the block dims it varies along)."""
         expr = sympy.sympify(expr)
         if self._zero and expr.free_symbols & set(self._zero):
             expr = expr.subs(self._zero)
@@ -500,123 +553,121 @@ class TritonKernel:
 
     def _merge_dims(self, expr, dims, flat, prefix):
         """Rewrite runs of loop variables that `expr` walks contiguously as one variable:
-        with ranges (4, 8, 16), `128*i0 + 16*i1 + i2` → `xindex`, `i0 + 4*i2` stays.
-        Only the affine part can merge; a variable inside FloorDiv etc. stays itself."""
+        with ranges (4, 8, 16), `128*i0 + 16*i1 + i2` → `xindex`; `i0 + 4*i2` stays.
+        Only the affine part merges; a variable inside FloorDiv etc. stays itself."""
         if len(dims) < 2:
             return expr
         variables = [v for v, _ in dims]
+        expr = sympy.expand(expr)
         coeffs, pinned = {}, set()
-        for term in sympy.Add.make_args(sympy.expand(expr)):
+        for term in sympy.Add.make_args(expr):
             found = term.free_symbols & set(variables)
-            if not found:
-                continue
             coeff, rest = term.as_coeff_Mul()
-            if rest in variables and coeff.is_Integer:
+            if found and rest in variables and coeff.is_Integer:
                 coeffs[rest] = coeffs.get(rest, 0) + int(coeff)
             else:
                 pinned |= found
         runs, run = [], []
         for k, (v, n) in enumerate(dims):
-            mergeable = v in coeffs and v not in pinned and coeffs[v] != 0
+            mergeable = coeffs.get(v, 0) != 0 and v not in pinned
             if run and mergeable and coeffs[dims[k - 1][0]] == coeffs[v] * n:
                 run.append(k)
             else:
-                if len(run) > 1:
-                    runs.append(run)
+                runs.append(run)
                 run = [k] if mergeable else []
-        if len(run) > 1:
-            runs.append(run)
-        if not runs:
-            return expr
-        expr = sympy.expand(expr)
+        runs = [r for r in runs + [run] if len(r) > 1]
         for run in runs:
             first, last = run[0], run[-1]
             stride = math.prod(n for _, n in dims[last + 1:])
             size = math.prod(n for _, n in dims[first:last + 1])
-            outermost = first == 0
-            name = flat if outermost and last == len(dims) - 1 else f"{prefix}{dims[first][0].name[1:]}_{dims[last][0].name[1:]}"
+            whole = first == 0 and last == len(dims) - 1
+            name = flat if whole else f"{prefix}{dims[first][0].name[1:]}_{dims[last][0].name[1:]}"
+            if not whole:
+                self.spans[name] = (flat, stride, size, first == 0)
             sym = sympy.Symbol(name, integer=True, nonnegative=True)
-            if name != flat:
-                self.spans[name] = (flat, stride, size, outermost)
-            replaced = sum((coeffs[dims[k][0]] * dims[k][0] for k in run), sympy.Integer(0))
-            expr = expr - replaced + coeffs[dims[last][0]] * sym
+            expr = expr - sum((coeffs[dims[k][0]] * dims[k][0] for k in run), sympy.Integer(0)) \
+                + coeffs[dims[last][0]] * sym
         return expr
 
-    def _note_numel(self, name):
-        try:
-            self.max_numel = max(self.max_numel, V.graph.get_buffer(name).layout.storage_numel())
-        except Exception:  # a buffer without a layout (never loaded directly)
-            pass
-
     def _pointer(self, ptr, index, need_dims):
-        """`ptr + (index)`, widened to the block shape of `need_dims` when the index does not
-        vary along all of them (a mask needs a pointer of its own shape)."""
+        """`ptr + (index)`, widened to the block shape of `need_dims` when the index does
+        not vary along all of them (a mask needs a pointer block of its own shape)."""
         text, dims = self.index(index)
         if need_dims - dims:
             itype = "tl.int64" if self._use_int64() else "tl.int32"
-            return f"{ptr} + ({text} + tl.zeros({self._shape(dims | need_dims)}, {itype}))"
+            return f"{ptr} + ({text} + tl.full({self._shape(dims | need_dims)}, 0, {itype}))"
         return f"{ptr} + ({text})"
 
-    def _use_int64(self):
+    def _use_int64(self) -> bool:
         return self.max_numel >= 2**31
 
-    def _record_strides(self, index):
+    def _note_buffer(self, name, index):
+        try:
+            self.max_numel = max(self.max_numel, V.graph.get_buffer(name).layout.storage_numel())
+        except Exception:  # a buffer without a layout is never loaded directly
+            pass
         expr = sympy.expand(simplify_with_ranges(sympy.sympify(index).subs(self._zero), self.var_ranges))
-        xs = expr.coeff(self._x_dims[-1][0]) if self._x_dims else None
-        rs = expr.coeff(self._r_dims[-1][0]) if self._r_dims else None
-        self.load_strides.append((xs, rs))
+        self.load_strides.append((expr.coeff(self._x_dims[-1][0]) if self._x_dims else None,
+                                  expr.coeff(self._r_dims[-1][0]) if self._r_dims else None))
 
+    @staticmethod
+    def _mask_text(dims) -> str:
+        return " & ".join(m for d, m in (("x", "xmask"), ("r", "rmask")) if d in dims)
+
+    # ------------------------------------------------------------------ memory
     def load(self, name, index):
-        key = (name, str(sympy.sympify(index)))
-        if name in self.pending:  # a reduction of the open loop: finish that loop first
-            self._close_loop()
-        if key in self.store_cache:
-            return self.store_cache[key]
-        if name in self.args.output_buffers:
-            raise NotImplementedError(f"{self.name} reads {name} at {index}, not where it wrote it")
-        self._note_numel(name)
-        self._record_strides(index)
+        key = (name, self.index(index)[0])
+        if key in self.stores_in_scope:
+            return self.stores_in_scope[key]
+        if name in self.removed:
+            raise MissingStore(name)
+        if name in self._current().reduced and self._looped():
+            raise NotImplementedError(f"{name} is read inside the loop that reduces it: "
+                                      "use codegen_node, which starts a new loop")
+        if name in self.args.output_buffers:  # written earlier by this program: make it visible
+            self._current().prefix.writeline("tl.debug_barrier()")
+        self._note_buffer(name, index)
         dtype = V.graph.get_dtype(name)
         _, dims = self.index(index)
-        mask_dims = set(dims)
-        masks = [m for d, m in (("x", "xmask"), ("r", "rmask")) if d in dims]
+        masks, mask_dims = [self._mask_text(dims)] if dims & {"x", "r"} else [], set(dims)
         for m in self.mask_stack:
             masks.append(m)
             mask_dims |= self.var_dims.get(m, frozenset())
         pointer = self._pointer(self.args.input(name), index, frozenset(mask_dims))
         mask = f", {' & '.join(masks)}, other=0" if masks else ""
-        expr = f"tl.load({pointer}{mask})"
-        if dtype in LOW_PRECISION:
-            expr += ".to(tl.float32)"
-        return self._gen(expr, compute_dtype(dtype), mask_dims)
+        cast = ".to(tl.float32)" if dtype in LOW_PRECISION else ""
+        return self._gen(f"tl.load({pointer}{mask}){cast}", compute_dtype(dtype), mask_dims)
 
     def _store_line(self, name, index, value, mask_dims):
-        self._note_numel(name)
+        self._note_buffer(name, index)
         dtype = V.graph.get_dtype(name)
         text, vdtype, _ = self._info(value)
         if dtype in LOW_PRECISION or (vdtype is not None and compute_dtype(dtype) != vdtype):
             text = f"{text}.to({TRITON_TYPE[dtype]})"
-        _, dims = self.index(index)
-        mask_dims = frozenset(mask_dims | dims)
-        masks = " & ".join(m for d, m in (("x", "xmask"), ("r", "rmask")) if d in mask_dims)
+        mask_dims = frozenset(mask_dims | self.index(index)[1])
+        masks = self._mask_text(mask_dims)
         pointer = self._pointer(self.args.output(name), index, mask_dims)
-        self.store_cache[(name, str(sympy.sympify(index)))] = value
         return f"tl.store({pointer}, {text}{', ' + masks if masks else ''})"
 
     def store(self, name, index, value):
-        self.stores.writeline(self._store_line(name, index, value, frozenset("x")))
+        self.stores_in_scope[(name, self.index(index)[0])] = value
+        if name not in self.removed:
+            self.compute.writeline(self._store_line(name, index, value, frozenset("x")))
 
     def store_reduction(self, name, index, value):
-        line = self._store_line(name, index, value, frozenset("x"))
-        if self.persistent or not self.is_reduction:
-            self.stores.writeline(line)
-        else:
-            self.suffix.writeline(line)
-            self.pending.add(name)
+        self.outer_stores[(name, self.index(index)[0])] = value   # the result outlives the loop
+        self.stores_in_scope[(name, self.index(index)[0])] = value
+        if not self._looped():
+            if name not in self.removed:
+                self.compute.writeline(self._store_line(name, index, value, frozenset("x")))
+            return
+        self._current().reduced.add(name)
+        if name not in self.removed:
+            self._current().suffix.writeline(self._store_line(name, index, value, frozenset("x")))
 
     # ------------------------------------------------------------------ reductions
     def reduction(self, dtype, src_dtype, reduction_type, value):
-        text, vdtype, _ = self._info(value)
+        text, vdtype, vdims = self._info(value)
         vdtype = vdtype or compute_dtype(src_dtype)
         if reduction_type in ("sum", "prod"):
             acc_dtype = compute_dtype(dtype)
@@ -624,17 +675,20 @@ class TritonKernel:
             acc_dtype = torch.int32
         else:
             acc_dtype = vdtype
-        if reduction_type == "any":
-            text = f"({text} != 0).to(tl.int32)" if vdtype != torch.bool else f"{text}.to(tl.int32)"
-        elif vdtype != acc_dtype:  # e.g. max of bools, or a sum accumulating in float32
+        if reduction_type == "any" and vdtype != torch.bool:
+            text = f"({text} != 0).to(tl.int32)"
+        elif vdtype != acc_dtype:  # e.g. bools as int32, or a float16 sum accumulating in float32
             text = f"{text}.to({TRITON_TYPE[acc_dtype]})"
-        out_dtype = torch.int64 if reduction_type in ("argmax", "argmin") else (
-            torch.bool if reduction_type == "any" or vdtype == torch.bool else acc_dtype)
-        if not self.is_reduction:  # a reduction over zero dims (of a 0-d tensor): one element
+        if reduction_type in ("argmax", "argmin"):
+            out_dtype = torch.int64
+        elif reduction_type == "any" or (vdtype == torch.bool and reduction_type in ("max", "min")):
+            out_dtype = torch.bool
+        else:
+            out_dtype = acc_dtype
+        if not self.is_reduction:  # a reduction over no dims (of a 0-d tensor): the element itself
             if reduction_type in ("argmax", "argmin"):
                 return self._gen("tl.full([], 0, tl.int64)", torch.int64, ())
-            value = self._gen(text, acc_dtype, self._info(value)[2])
-            return self.to_dtype(value, out_dtype)
+            return self.to_dtype(self._gen(text, acc_dtype, vdims), out_dtype)
         init = reduction_init(reduction_type, acc_dtype)
         if reduction_type in ("argmax", "argmin"):
             return self._arg_reduction(reduction_type, text, init, acc_dtype)
@@ -643,63 +697,45 @@ class TritonKernel:
         def finish(v):
             row = REDUCE_ROW[kind].format(v=v)
             return f"({row}) != 0" if out_dtype == torch.bool else row
-        if self.persistent:
+        if not self._looped():
             masked = self._gen(f"tl.where(xmask & rmask, {text}, {init})", acc_dtype, "xr")
             return self._gen(finish(masked), out_dtype, "x")
-        acc = f"_acc{self.acc_count}"
-        self.acc_count += 1
-        self.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
+        block, acc = self._current(), self._new_acc()
+        block.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
         combined = COMBINE[kind].format(acc=acc, v=text)
-        for helper in HELPERS:
-            if helper + "(" in combined:
-                self.helpers.add(helper)
-        self.compute.writeline(f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
-        return self._gen(finish(acc), out_dtype, "x", buffer=self.suffix)
+        self._note_helpers(combined)
+        block.body.writeline(f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
+        return self._gen(finish(acc), out_dtype, "x", buffer=block.suffix)
+
+    def _new_acc(self) -> str:
+        self.acc_count += 1
+        return f"_acc{self.acc_count - 1}"
 
     def _arg_reduction(self, reduction_type, text, init, acc_dtype):
+        """argmax/argmin: reduce (value, index) pairs; ties keep the first index."""
         combine = f"_{reduction_type}_combine"
         self.helpers.add(combine)
-        itype = "tl.int64"
-        if self.persistent:
+        if not self._looped():
             masked = self._gen(f"tl.where(xmask & rmask, {text}, {init})", acc_dtype, "xr")
             var = self.cse.newvar()
-            self.compute.writeline(f"_, {var} = tl.reduce(({masked}, tl.broadcast_to(rindex, [XBLOCK, RBLOCK]))"
-                                   f", 1, {combine})")
-            return self._gen(f"{var}[:, None].to({itype})", torch.int64, "x")
-        acc = f"_acc{self.acc_count}"
-        self.acc_count += 1
-        self.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
-        self.prefix.writeline(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {2**31 - 1}, {itype})")
-        self.compute.writeline(f"{acc}_next, {acc}_index_next = {combine}({acc}, {acc}_index, {text}, rindex)")
-        self.compute.writeline(f"{acc} = tl.where(xmask & rmask, {acc}_next, {acc})")
-        self.compute.writeline(f"{acc}_index = tl.where(xmask & rmask, {acc}_index_next, {acc}_index)")
+            self.compute.writeline(
+                f"_, {var} = tl.reduce(({masked}, tl.broadcast_to(rindex, [XBLOCK, RBLOCK])), 1, {combine})")
+            return self._gen(f"{var}[:, None].to(tl.int64)", torch.int64, "x")
+        block, acc = self._current(), self._new_acc()
+        block.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
+        block.prefix.writeline(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {2**31 - 1}, tl.int64)")
+        block.body.writelines([
+            f"{acc}_next, {acc}_index_next = {combine}({acc}, {acc}_index, {text}, rindex)",
+            f"{acc} = tl.where(xmask & rmask, {acc}_next, {acc})",
+            f"{acc}_index = tl.where(xmask & rmask, {acc}_index_next, {acc}_index)"])
         var = self.cse.newvar()
-        self.suffix.writeline(f"_, {var} = tl.reduce(({acc}, {acc}_index), 1, {combine})")
-        return self._gen(f"{var}[:, None].to({itype})", torch.int64, "x", buffer=self.suffix)
-
-    # ------------------------------------------------------------------ looped reductions
-    def _loop_header(self) -> list[str]:
-        return ["for roffset in range(0, rnumel, RBLOCK):"]
-
-    def _close_loop(self):
-        """Emit the open `for roffset` loop and what follows it; values made inside the
-        loop are per-chunk and must not be reused after it (forget them in the CSE)."""
-        self.finished.splice(self.prefix)
-        self.finished.writelines(self._loop_header())
-        with self.finished.indent():
-            self.finished.writelines(self._r_definitions())
-            self.finished.splice(self.compute)
-            self.finished.splice(self.stores)
-        self.finished.splice(self.suffix)
-        self.prefix, self.compute, self.stores, self.suffix = (IndentedBuffer() for _ in range(4))
-        self.cse.cache = {k: v for k, v in self.cse.cache.items() if v not in self.loop_vars}
-        self.store_cache = {k: v for k, v in self.store_cache.items() if v not in self.loop_vars}
-        self.loop_vars, self.pending = set(), set()
+        block.suffix.writeline(f"_, {var} = tl.reduce(({acc}, {acc}_index), 1, {combine})")
+        return self._gen(f"{var}[:, None].to(tl.int64)", torch.int64, "x", buffer=block.suffix)
 
     # ------------------------------------------------------------------ block sizes
     def is_outer_reduction(self) -> bool:
-        """True when most loads are contiguous along x, not r (e.g. summing a column):
-        then a block should be wide in x and short in r."""
+        """True when most accesses are contiguous along x rather than r (summing columns):
+        then a block should be wide in x and short in r, for coalesced loads."""
         votes = [(xs == 1 and rs != 1) - (rs == 1) for xs, rs in self.load_strides]
         return sum(votes) > 0
 
@@ -722,84 +758,83 @@ class TritonKernel:
                 "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
 
     # ------------------------------------------------------------------ source
-    def _span_definition(self, name) -> str:
-        flat, stride, size, outermost = self.spans[name]
-        value = flat if stride == 1 else f"({flat} // {stride})"
-        return f"{name} = {value}" if outermost else f"{name} = {value} % {size}"
-
     def _var_definitions(self, dims, flat) -> list[str]:
+        """`i0 = xindex // 64`, `i1 = xindex % 64`...: only the variables an index uses."""
         lines = []
         for k, (v, n) in enumerate(dims):
             if v in self.used_syms:
                 stride = math.prod(m for _, m in dims[k + 1:])
                 value = flat if stride == 1 else f"({flat} // {stride})"
                 lines.append(f"{v} = {value}" if k == 0 else f"{v} = {value} % {n}")
-        prefix = "i" if flat == "xindex" else "r"
-        for name in self.spans:
-            if name.startswith(prefix) and sympy.Symbol(name, integer=True, nonnegative=True) in self.used_syms:
-                lines.append(self._span_definition(name))
+        for name, (span_flat, stride, size, outermost) in self.spans.items():
+            if span_flat == flat and sympy.Symbol(name, integer=True, nonnegative=True) in self.used_syms:
+                value = flat if stride == 1 else f"({flat} // {stride})"
+                lines.append(f"{name} = {value}" if outermost else f"{name} = {value} % {size}")
         return lines
 
-    def _r_definitions(self) -> list[str]:
-        base = "rbase" if self.persistent else "roffset + rbase"
-        return [f"rindex = {base}", "rmask = rindex < rnumel"] + self._var_definitions(self._r_dims, "rindex")
+    def _r_definitions(self, looped) -> list[str]:
+        return ([f"rindex = {'roffset + rbase' if looped else 'rbase'}", "rmask = rindex < rnumel"]
+                + self._var_definitions(self._r_dims, "rindex"))
 
     def kernel_name(self) -> str:
         return f"triton_{self.name}"
 
+    def pointer_names(self) -> list[str]:
+        """The kernel's (and launcher's) parameters, in the order of `args.call_names()`."""
+        return list(self.args.input_buffers.values()) + list(self.args.output_buffers.values())
+
     def codegen(self) -> str:
-        """The module source: imports, helpers, the @triton.jit kernel and the launcher."""
-        if getattr(self, "_source", None) is None:
+        """Python source: imports, helpers, the @triton.jit kernel and its launcher."""
+        if self._source is None:
             self._source = self._codegen()
         return self._source
 
     def _codegen(self) -> str:
-        if self.is_reduction and not self.persistent:
-            self._close_loop()
-        blocks = self.block_sizes()
+        int64 = self._use_int64()
         code = IndentedBuffer()
         code.writelines(["import triton", "import triton.language as tl",
                          "from miniinductor.runtime.triton_runtime import libdevice"])
         for helper in sorted(self.helpers):
             code.splice(HELPERS[helper])
-        code.writeline("")
-        code.writeline("")
-        ptrs = list(self.args.input_buffers.values()) + list(self.args.output_buffers.values())
-        constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.is_reduction else [])
-        code.writeline("@triton.jit")
-        code.writeline(f"def {self.kernel_name()}({', '.join(ptrs + constexprs)}):")
+        code.writelines(["", "", "@triton.jit"])
+        params = self.pointer_names() + ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.is_reduction else [])
+        code.writeline(f"def {self.kernel_name()}({', '.join(params)}):")
         with code.indent():
-            int64 = self._use_int64()
             code.writeline(f"xnumel = {self.xnumel}")
-            pid = "tl.program_id(0).to(tl.int64)" if int64 else "tl.program_id(0)"
-            code.writeline(f"xoffset = {pid} * XBLOCK")
-            arange = "tl.arange(0, XBLOCK)" + ("[:, None]" if self.is_reduction else "")
-            code.writeline(f"xindex = xoffset + {arange}")
+            code.writeline(f"xoffset = {'tl.program_id(0).to(tl.int64)' if int64 else 'tl.program_id(0)'} * XBLOCK")
+            code.writeline(f"xindex = xoffset + tl.arange(0, XBLOCK){'[:, None]' if self.is_reduction else ''}")
             code.writeline("xmask = xindex < xnumel")
             code.writelines(self._var_definitions(self._x_dims, "xindex"))
             if self.is_reduction:
                 code.writeline(f"rnumel = {self.rnumel}")
-                rbase = "tl.arange(0, RBLOCK)[None, :]" + (".to(tl.int64)" if int64 else "")
-                code.writeline(f"rbase = {rbase}")
+                code.writeline(f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if int64 else ''}")
             if self.persistent:
-                code.writelines(self._r_definitions())
-            code.splice(self.finished)
-            code.splice(self.compute)
-            code.splice(self.stores)
-        code.writeline("")
-        code.writeline("")
-        code.writelines(self._launcher(ptrs, blocks))
+                code.writelines(self._r_definitions(looped=False))
+            for block in self.blocks:
+                code.splice(block.prefix)
+                if block.kind == "loop" and self.is_reduction and not self.persistent:
+                    code.writeline("for roffset in range(0, rnumel, RBLOCK):")
+                    with code.indent():
+                        code.writelines(self._r_definitions(looped=True))
+                        code.splice(block.body)
+                else:
+                    code.splice(block.body)
+                code.splice(block.suffix)
+        code.writelines(["", ""])
+        code.writelines(self._launcher())
         return code.getvalue() + "\n"
 
-    def _launcher(self, ptrs, blocks) -> list[str]:
-        lines = [f"def {self.name}({', '.join(ptrs)}):"]
-        sizes = f"xnumel={self.xnumel}" + (f", rnumel={self.rnumel}" if self.is_reduction else "")
+    def _launcher(self) -> list[str]:
+        ptrs, blocks = self.pointer_names(), self.block_sizes()
         kind = ("persistent reduction" if self.persistent else "looped reduction") if self.is_reduction else "pointwise"
-        lines.append(f'    """{kind}: {sizes}"""')
+        sizes = f"xnumel={self.xnumel}" + (f", rnumel={self.rnumel}" if self.is_reduction else "")
+        lines = [f"def {self.name}({', '.join(ptrs)}):", f'    """{kind}: {sizes}; takes the tensors of {self.args.call_names()}"""']
         if self.xnumel == 0:
-            lines.append("    return  # nothing to compute")
-            return lines
+            return lines + ["    return  # nothing to compute"]
         grid = -(-self.xnumel // blocks["XBLOCK"])
         kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
-        lines.append(f"    {self.kernel_name()}[({grid},)]({', '.join(ptrs + [kwargs])})")
-        return lines
+        return lines + [f"    {self.kernel_name()}[({grid},)]({', '.join(ptrs + [kwargs])})"]
+
+
+def canonical_len(sizes) -> int:
+    return len([n for n in sizes if n != 1])

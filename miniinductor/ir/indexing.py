@@ -173,7 +173,7 @@ def _c_printer():
 
         def _print_ModularIndexing(self, expr):
             base, div, mod = (self._print(a) for a in expr.args)
-            inner = base if div == "1" else f"(({base}) / {div})"
+            inner = f"({base})" if div == "1" else f"(({base}) / {div})"
             return f"({inner} % {mod})"
 
         def _print_Integer(self, expr):

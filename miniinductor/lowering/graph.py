@@ -222,7 +222,8 @@ class GraphLowering(torch.fx.Interpreter):
 
     # ------------------------------------------------------------------ outputs
     def output(self, target, args, kwargs):
-        metas = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in args[0]]
+        nodes = self._node.args[0]   # `args` holds the lowered values; the FX nodes hold the metadata
+        metas = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in nodes]
         self.outputs = [self.realize_output(v, m) for v, m in zip(args[0], metas)]
         return self.outputs
 
