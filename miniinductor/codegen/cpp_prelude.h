@@ -109,8 +109,7 @@ template <typename A, typename B> static inline auto mi_fmod(A a, B b) {
     if constexpr (std::is_floating_point_v<T>) return std::fmod((T)a, (T)b);
     else return b == 0 ? (T)0 : (T)(a % b);
 }
-template <typename T> static inline T mi_sign(T x) {
-    if constexpr (std::is_floating_point_v<T>) { if (x != x) return x; }
+template <typename T> static inline T mi_sign(T x) {  // sign(nan) is 0, as in eager
     return (T)((T(0) < x) - (x < T(0)));
 }
 template <typename T> static inline auto mi_bitwise_not(T x) {
