@@ -40,7 +40,7 @@ log = logging.getLogger("miniinductor")
 class CompiledGraph:
     graph: GraphLowering
     scheduler: Scheduler
-    kernels: dict                 # kernel name → (C++ source, argument buffer names)
+    kernels: dict                 # kernel name → (C++ source, argument buffer names, buffers kept in registers)
     wrapper_source: str
     path: str
     call: object

@@ -106,7 +106,6 @@ for _name in ("exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos at
 REDUCTION_INIT = {"sum": "0", "prod": "1", "any": "false"}
 REDUCTION_COMBINE = {
     "sum": "{acc} = {acc} + {value};", "prod": "{acc} = {acc} * {value};",
-    "max": "{acc} = mi_max({acc}, {value});", "min": "{acc} = mi_min({acc}, {value});",
     "any": "{acc} = {acc} || {value};",
 }
 OMP_REDUCTION_OP = {"sum": "+", "prod": "*", "any": "||"}
@@ -282,6 +281,14 @@ class CppKernel:
             self.compute.writeline(f"if ({acc} == {acc} && ({value} != {value} || {value} {better} {acc})) "
                                    f"{{ {acc} = {value}; {acc}_index = {cexpr(linear)}; }}")
             return f"{acc}_index"
+        if reduction_type in ("max", "min"):
+            # OpenMP's max/min clauses vectorize but drop NaN; a separate `||` flag keeps it.
+            block.prefix.writeline(f"bool {acc}_nan = false;")
+            self.compute.writeline(f"{acc} = std::{reduction_type}({acc}, {value}); "
+                                   f"{acc}_nan = {acc}_nan || ({value} != {value});")
+            block.suffix.writeline(f"if ({acc}_nan) {acc} = std::numeric_limits<{ctype}>::quiet_NaN();")
+            block.omp_reductions += [(reduction_type, acc), ("||", f"{acc}_nan")]
+            return acc
         self.compute.writeline(REDUCTION_COMBINE[reduction_type].format(acc=acc, value=value))
         block.omp_reductions.append((OMP_REDUCTION_OP.get(reduction_type), acc))
         return acc

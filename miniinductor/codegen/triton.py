@@ -791,6 +791,7 @@ class TritonKernel:
 
     def _codegen(self) -> str:
         int64 = self._use_int64()
+        rblock = self.block_sizes().get("RBLOCK")
         code = IndentedBuffer()
         code.writelines(["import triton", "import triton.language as tl",
                          "from miniinductor.runtime.triton_runtime import libdevice"])
@@ -813,7 +814,8 @@ class TritonKernel:
             for block in self.blocks:
                 code.splice(block.prefix)
                 if block.kind == "loop" and self.is_reduction and not self.persistent:
-                    code.writeline("for roffset in range(0, rnumel, RBLOCK):")
+                    # literal bounds: Triton 3.6's interpreter cannot take a constexpr in range()
+                    code.writeline(f"for roffset in range(0, {self.rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
                     with code.indent():
                         code.writelines(self._r_definitions(looped=True))
                         code.splice(block.body)

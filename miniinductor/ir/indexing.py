@@ -130,6 +130,10 @@ def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
     """Rewrite FloorDiv/ModularIndexing using `0 <= v < ranges[v]`; leaves the rest alone."""
     if not isinstance(expr, sympy.Expr) or expr.is_Atom:
         return expr
+    if expr.is_Add:  # join digits before simplifying them apart
+        joined = _join_terms(expr)
+        if joined != expr:
+            return simplify_with_ranges(joined, ranges)
     args = [simplify_with_ranges(a, ranges) for a in expr.args]
     if isinstance(expr, FloorDiv):
         base, divisor = args[0], int(args[1])
@@ -146,6 +150,12 @@ def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
         factored = _factor_out(base, divisor, ranges)
         if factored is not None:
             return simplify_with_ranges(ModularIndexing(factored[1], divisor // factored[0], modulus), ranges)
+        if divisor == 1:  # (g*A + B) % m == g*(A % (m/g)) + B  when g | m and 0 <= B < g
+            split = _factor_out(base, modulus, ranges)
+            if split is not None:
+                g, a = split
+                b = sympy.expand(base - g * a)
+                return simplify_with_ranges(g * ModularIndexing(a, 1, modulus // g) + b, ranges)
         quotient, rest = _split_divisible(base, divisor * modulus)  # whole laps vanish
         b = bounds(rest, ranges)
         if b is not None and 0 <= b[0] and b[1] < divisor * modulus:

@@ -204,7 +204,8 @@ class GraphLowering(torch.fx.Interpreter):
         metrics.fallback_ops[str(target)] += 1
         if str(target) not in _logged_ops:
             _logged_ops.add(str(target))
-            level = logging.INFO if op_name in EXTERN_BY_DESIGN else logging.WARNING
+            quiet = op_name in EXTERN_BY_DESIGN or self.config.fallback_all
+            level = logging.INFO if quiet else logging.WARNING
             log.log(level, "falling back to ATen for %s (%s)", target, reason)
         args = self.realize_for_extern(list(args))
         kwargs = {k: self.realize_for_extern(v) for k, v in kwargs.items()}
@@ -222,9 +223,11 @@ class GraphLowering(torch.fx.Interpreter):
 
     # ------------------------------------------------------------------ outputs
     def output(self, target, args, kwargs):
-        nodes = self._node.args[0]   # `args` holds the lowered values; the FX nodes hold the metadata
+        nodes, values = self._node.args[0], args[0]  # the FX nodes hold the metadata
+        if not isinstance(values, (list, tuple)):  # a graph returning one bare value
+            nodes, values = [nodes], [values]
         metas = [n.meta.get("val") if isinstance(n, torch.fx.Node) else None for n in nodes]
-        self.outputs = [self.realize_output(v, m) for v, m in zip(args[0], metas)]
+        self.outputs = [self.realize_output(v, m) for v, m in zip(values, metas)]
         return self.outputs
 
     def realize_output(self, value, meta):

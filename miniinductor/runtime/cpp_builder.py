@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 PRELUDE = (Path(__file__).parent.parent / "codegen" / "cpp_prelude.h").read_text()
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
+FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=256", "-fopenmp", "-fno-math-errno", "-fno-trapping-math",
          "-shared", "-fPIC", "-std=c++17", "-w"]
 
 
