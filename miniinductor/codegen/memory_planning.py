@@ -68,6 +68,7 @@ class MemoryPlan:
                     live += nbytes(get_buffer(name))
             for name in step.defines - set(step.allocs):
                 live += nbytes(get_buffer(name))  # extern outputs: ATen allocates them
+            self.timeline.append(live)   # the step runs with its inputs and outputs alive
             for name in sorted(step.reads | step.defines):
                 if last_use[name] != k or name in keep:
                     continue
@@ -77,7 +78,6 @@ class MemoryPlan:
                 else:
                     self.frees.setdefault(k, []).append(name)
                     live -= nbytes(get_buffer(name)) if self._ours(name, get_buffer) else 0
-            self.timeline.append(live)
         for name, k in pooled_at.items():      # never taken: free where it died
             self.frees.setdefault(k, []).append(name)
         self._fix_timeline(pooled_at, get_buffer)
@@ -90,9 +90,9 @@ class MemoryPlan:
         return not isinstance(get_buffer(name), InputBuffer)
 
     def _fix_timeline(self, pooled_at, get_buffer):
-        """Buffers left in the pool were freed at their death: take them off from there."""
+        """Buffers left in the pool were freed after their last step: take them off there."""
         for name, k in pooled_at.items():
-            for j in range(k, len(self.timeline)):
+            for j in range(k + 1, len(self.timeline)):
                 self.timeline[j] -= nbytes(get_buffer(name))
 
     @staticmethod

@@ -46,7 +46,7 @@ from sympy.printing.str import StrPrinter
 
 from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.triton_runtime import next_power_of_2
+from ..runtime.triton_runtime import HELPERS, PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, tile_sizes
 from ..virtualized import V
 from .common import CSE, IndentedBuffer, KernelArgs
 from .cpp import MissingStore
@@ -57,11 +57,6 @@ TRITON_TYPE = {
     torch.int16: "tl.int16", torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
 }
 LOW_PRECISION = (torch.float16, torch.bfloat16)
-
-#: the largest reduction computed in one block (a persistent reduction)
-PERSISTENT_REDUCTION_MAX = 4096
-#: elements one program handles at most (XBLOCK * RBLOCK)
-MAX_BLOCK_NUMEL = 4096
 
 
 def compute_dtype(dtype):
@@ -111,98 +106,6 @@ class TritonPrinter(StrPrinter):
 @functools.lru_cache(maxsize=4096)
 def texpr(expr) -> str:
     return TritonPrinter().doprint(expr)
-
-
-# --------------------------------------------------------------------------- helpers
-#: small @triton.jit functions a kernel may call; each generated module includes the ones
-#: its kernel uses (so the module is self-contained and readable on its own). Kernels call
-#: no @triton.jit function of triton.language itself (tl.sum, tl.zeros...): under the
-#: interpreter those only work when TRITON_INTERPRET was set before triton was imported.
-HELPERS = {
-    "_sum_combine": '''
-@triton.jit
-def _sum_combine(a, b):
-    return a + b
-''',
-    "_max_combine": '''
-@triton.jit
-def _max_combine(a, b):
-    # NaN-propagating maximum, as torch.maximum / amax
-    return tl.where((a != a) | (a > b), a, b)
-''',
-    "_min_combine": '''
-@triton.jit
-def _min_combine(a, b):
-    return tl.where((a != a) | (a < b), a, b)
-''',
-    "_prod_combine": '''
-@triton.jit
-def _prod_combine(a, b):
-    return a * b
-''',
-    "_argmax_combine": '''
-@triton.jit
-def _argmax_combine(a, a_index, b, b_index):
-    # (value, index) pairs: the larger value wins, NaN beats everything, ties go to the
-    # smaller index (torch.argmax returns the first occurrence)
-    a_nan = a != a
-    b_nan = b != b
-    better = (a > b) | (a_nan & (b == b))
-    same = (a == b) | (a_nan & b_nan)
-    take_a = better | (same & (a_index < b_index))
-    return tl.where(take_a, a, b), tl.where(take_a, a_index, b_index)
-''',
-    "_argmin_combine": '''
-@triton.jit
-def _argmin_combine(a, a_index, b, b_index):
-    a_nan = a != a
-    b_nan = b != b
-    better = (a < b) | (a_nan & (b == b))
-    same = (a == b) | (a_nan & b_nan)
-    take_a = better | (same & (a_index < b_index))
-    return tl.where(take_a, a, b), tl.where(take_a, a_index, b_index)
-''',
-    "_floordiv_int": '''
-@triton.jit
-def _floordiv_int(a, b):
-    # Python floor division; Triton's // truncates toward zero like C
-    quot = a // b
-    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), quot - 1, quot)
-''',
-    "_floordiv_float": '''
-@triton.jit
-def _floordiv_float(a, b):
-    # torch's div_floor for floating point (ATen/native/BinaryOps.h); % is fmod here
-    mod = a % b
-    div = (a - mod) / b
-    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
-    floordiv = tl.floor(div)
-    floordiv = tl.where(div - floordiv > 0.5, floordiv + 1.0, floordiv)
-    result = tl.where(div != 0, floordiv, (a / b) * 0.0)
-    return tl.where(b == 0, a / b, result)
-''',
-    "_python_mod": '''
-@triton.jit
-def _python_mod(a, b):
-    # the sign of the result follows the divisor (torch.remainder)
-    rem = a % b
-    return tl.where((rem != 0) & ((rem < 0) != (b < 0)), rem + b, rem)
-''',
-    "_pow_int": '''
-@triton.jit
-def _pow_int(base, exp):
-    # integer power by squaring, exact like eager
-    result = base * 0 + exp * 0 + 1
-    b = base + exp * 0
-    e = exp + base * 0
-    for _ in tl.static_range(63):
-        result = tl.where((e & 1) != 0, result * b, result)
-        b = b * b
-        e = e >> 1
-    negative = tl.where(base == 1, 1, tl.where(base == -1, tl.where((exp & 1) != 0, -1, 1), 0))
-    return tl.where(exp < 0, negative, result)
-''',
-}
 
 
 # --------------------------------------------------------------------------- TritonOverrides
@@ -375,8 +278,8 @@ class TritonKernel:
     """Generates one Triton kernel and its launcher for a fused group: rows over `ranges`
     (flattened into xindex), and blocks over `reduction_ranges` (flattened into rindex)."""
 
-    def __init__(self, name: str, ranges, reduction_ranges, config=None, removed_buffers=()):
-        self.name, self.config = name, config
+    def __init__(self, name: str, ranges, reduction_ranges, config=None, removed_buffers=(), tiled=False):
+        self.name, self.config, self.tiled = name, config, tiled
         self.ranges, self.reduction_ranges = [int(s) for s in ranges], [int(s) for s in reduction_ranges]
         self.itervars = index_vars("i", self.ranges)
         self.reduction_vars = index_vars("r", self.reduction_ranges)
@@ -384,7 +287,7 @@ class TritonKernel:
         self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
         self.is_reduction = bool(self.reduction_ranges)
         limit = getattr(config, "triton_persistent_reduction_max", PERSISTENT_REDUCTION_MAX)
-        self.persistent = self.is_reduction and self.rnumel <= limit
+        self.persistent = self.is_reduction and self.rnumel <= limit and not tiled
         self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
         self.args = KernelArgs()
         self.cse = CSE(line_template="{var} = {expr}")
@@ -407,6 +310,15 @@ class TritonKernel:
         self._r_dims = nontrivial(self.reduction_vars, self.reduction_ranges)
         self._zero = {v: 0 for v, n in self.var_ranges.items() if n == 1}
         self._source = None
+
+    @classmethod
+    def for_group(cls, group, config=None, removed_buffers=()) -> "TritonKernel":
+        """The kernel for a scheduler FusedGroup: its loops (R, Q), or a 2-D tiling of R
+        when a pointwise group reads or writes memory transposed (see `tile_split`)."""
+        split = tile_split(group) if not group.Q else None
+        if split is not None:
+            return cls(group.kernel_name, group.R[:split], group.R[split:], config, removed_buffers, tiled=True)
+        return cls(group.kernel_name, group.R, group.Q, config, removed_buffers)
 
     # ------------------------------------------------------------------ blocks
     def codegen_node(self, node):
@@ -667,6 +579,8 @@ class TritonKernel:
 
     # ------------------------------------------------------------------ reductions
     def reduction(self, dtype, src_dtype, reduction_type, value):
+        if self.tiled:
+            raise NotImplementedError("a tiled pointwise kernel computes no reduction")
         text, vdtype, vdims = self._info(value)
         vdtype = vdtype or compute_dtype(src_dtype)
         if reduction_type in ("sum", "prod"):
@@ -740,22 +654,11 @@ class TritonKernel:
         return sum(votes) > 0
 
     def block_sizes(self) -> dict:
-        """XBLOCK (and RBLOCK) and num_warps, from the sizes alone."""
-        xblock_max = next_power_of_2(max(self.xnumel, 1))
-        if not self.is_reduction:
-            xblock = min(1024, xblock_max)
-            return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 256))}
-        rblock_full = next_power_of_2(max(self.rnumel, 1))
-        if self.persistent:
-            rblock = rblock_full
-            xblock = min(xblock_max, max(1, MAX_BLOCK_NUMEL // rblock), 64)
-        elif self.is_outer_reduction():
-            xblock = min(xblock_max, 64)
-            rblock = min(rblock_full, max(1, MAX_BLOCK_NUMEL // xblock))
-        else:
-            xblock, rblock = 1, min(rblock_full, 2048)
-        return {"XBLOCK": xblock, "RBLOCK": rblock,
-                "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
+        """XBLOCK (and RBLOCK) and num_warps: runtime/triton_runtime.py's heuristic."""
+        if self.tiled:
+            return tile_sizes(self.xnumel, self.rnumel)
+        return block_sizes(self.xnumel, self.rnumel if self.is_reduction else None,
+                           self.persistent, self.is_reduction and self.is_outer_reduction())
 
     # ------------------------------------------------------------------ source
     def _var_definitions(self, dims, flat) -> list[str]:
@@ -813,7 +716,11 @@ class TritonKernel:
                 code.writelines(self._r_definitions(looped=False))
             for block in self.blocks:
                 code.splice(block.prefix)
-                if block.kind == "loop" and self.is_reduction and not self.persistent:
+                if self.tiled:  # the second block dim is a second grid dim, not a loop
+                    code.writeline("roffset = tl.program_id(1) * RBLOCK")
+                    code.writelines(self._r_definitions(looped=True))
+                    code.splice(block.body)
+                elif block.kind == "loop" and self.is_reduction and not self.persistent:
                     # literal bounds: Triton 3.6's interpreter cannot take a constexpr in range()
                     code.writeline(f"for roffset in range(0, {self.rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
                     with code.indent():
@@ -828,15 +735,44 @@ class TritonKernel:
 
     def _launcher(self) -> list[str]:
         ptrs, blocks = self.pointer_names(), self.block_sizes()
-        kind = ("persistent reduction" if self.persistent else "looped reduction") if self.is_reduction else "pointwise"
+        kind = ("tiled pointwise" if self.tiled else "persistent reduction" if self.persistent else "looped reduction") \
+            if self.is_reduction else "pointwise"
         sizes = f"xnumel={self.xnumel}" + (f", rnumel={self.rnumel}" if self.is_reduction else "")
         lines = [f"def {self.name}({', '.join(ptrs)}):", f'    """{kind}: {sizes}; takes the tensors of {self.args.call_names()}"""']
-        if self.xnumel == 0:
+        if self.xnumel == 0 or (self.tiled and self.rnumel == 0):
             return lines + ["    return  # nothing to compute"]
-        grid = -(-self.xnumel // blocks["XBLOCK"])
+        grid = [cdiv(self.xnumel, blocks["XBLOCK"])] + ([cdiv(self.rnumel, blocks["RBLOCK"])] if self.tiled else [])
         kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
-        return lines + [f"    {self.kernel_name()}[({grid},)]({', '.join(ptrs + [kwargs])})"]
+        grid_text = f"({grid[0]},)" if len(grid) == 1 else f"({grid[0]}, {grid[1]})"
+        return lines + [f"    {self.kernel_name()}[{grid_text}]({', '.join(ptrs + [kwargs])})"]
 
 
 def canonical_len(sizes) -> int:
     return len([n for n in sizes if n != 1])
+
+
+def tile_split(group, min_size: int = 16) -> int | None:
+    """Where to cut a pointwise group's ranges R into two tile dims, or None to flatten.
+
+    A 1-D block walks memory in the order of the last dim; an access that is contiguous
+    along an earlier dim d instead (a transpose: stride 1 on d, stride > 1 on the last dim)
+    touches one element per cache line. Cutting R after d gives [XBLOCK, RBLOCK] tiles whose
+    rows are contiguous for one access and whose columns are for the other; Triton swaps
+    the layout through shared memory so both sides load and store coalesced."""
+    n = len(group.R)
+    if n < 2:
+        return None
+    cvars = [sympy.Symbol(f"c{k}", integer=True, nonnegative=True) for k in range(n)]  # scheduler's canonical vars
+    split = None
+    for node in group.nodes:
+        for dep in node.reads + node.writes:
+            expr = sympy.expand(sympy.sympify(dep.index))
+            last = expr.coeff(cvars[-1])
+            if last in (0, 1) or not last.is_Integer:
+                continue
+            inner = [d for d in range(n - 1) if expr.coeff(cvars[d]) == 1]
+            if inner:
+                split = max(split or 0, inner[-1] + 1)
+    if split is None or math.prod(group.R[:split]) < min_size or math.prod(group.R[split:]) < min_size:
+        return None
+    return split

@@ -3,9 +3,11 @@
 Mirrors `torch/_inductor/codegen/wrapper.py`. The module holds the C++ source of all
 kernels of the graph (built once, cached on disk, loaded with ctypes) and a `call`
 function that allocates each buffer, launches kernels and extern ATen calls in schedule
-order, frees buffers after their last use, and returns the outputs.
+order, frees buffers after their last use (or hands their memory to a later buffer,
+see memory_planning.py), and returns the outputs.
 
-Simplified: no buffer reuse pool yet (a freed buffer goes back to PyTorch's allocator).
+Simplified: buffers are plain torch tensors and kernels get raw pointers through ctypes;
+there is no C++ wrapper mode and no AOT packaging.
 """
 from __future__ import annotations
 

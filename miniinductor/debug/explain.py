@@ -65,6 +65,29 @@ class ExplainResult:
         lines += [f"  {d}" for d in self.decisions]
         return "\n".join(lines)
 
+    # ------------------------------------------------------------------ pictures and files
+    def _repr_html_(self) -> str:
+        """Jupyter shows the result as the (compact) HTML report, fusion graph included."""
+        from .report import render_report
+        return render_report(self.graphs, title="miniinductor.explain", compact=True, full_page=False)
+
+    def write_report(self, path, **kwargs):
+        """One self-contained HTML file for all graphs; kwargs go to `report.render_report`."""
+        from .report import write_report
+        return write_report(self.graphs, path, **kwargs)
+
+    def write_trace(self, folder):
+        """The trace folder of each graph under `folder` (`0_forward/`, ...); returns their paths."""
+        import pathlib
+
+        from .trace import write_trace
+        return [write_trace(cg, pathlib.Path(folder) / f"{i}_{cg.graph.name}") for i, cg in enumerate(self.graphs)]
+
+    def fusion_graph(self, index: int = 0):
+        """The networkx fusion graph of graph `index` (see debug/fusion_graph.py)."""
+        from .fusion_graph import build_fusion_graph
+        return build_fusion_graph(self.graphs[index])
+
 
 def explain(fn, *example_inputs, **options) -> ExplainResult:
     from .. import compile as mi_compile

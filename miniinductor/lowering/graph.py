@@ -144,16 +144,18 @@ class GraphLowering(torch.fx.Interpreter):
         return result
 
     def _record_origins(self, result, args):
-        """Tag the loop bodies this node produced with its name and its inlined inputs'."""
-        def loops_of(x):
+        """Tag the loop bodies this node produced with its name and the names of the
+        unrealized (inlined) inputs they read; stored inputs are loaded, not computed."""
+        def loops_of(x, inlined_only=False):
             while isinstance(x, View):
                 x = x.data
             if isinstance(x, StorageBox):
                 x = x.data
-            return x.data if isinstance(x, ComputedBuffer) else x if isinstance(x, Loops) else None
+            if isinstance(x, ComputedBuffer) and not inlined_only:
+                return x.data
+            return x if isinstance(x, Loops) else None
         flat_args = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
-        inherited = set().union(*[loops_of(a).origins for a in flat_args
-                                  if isinstance(a, (View, StorageBox)) and isinstance(loops_of(a), Pointwise)])
+        inherited = set().union(*[loops.origins for loops in (loops_of(a, True) for a in flat_args) if loops])
         for r in (result if isinstance(result, (list, tuple)) else [result]):
             loops = loops_of(r)
             if loops is not None and not loops.origins:

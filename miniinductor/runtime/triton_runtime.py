@@ -1,9 +1,10 @@
-"""What generated Triton modules import at run time: libdevice, launch helpers, a loader.
+"""Triton at run time: helper functions, block-size heuristics, libdevice, a module loader.
 
-Mirrors bits of `torch/_inductor/runtime/triton_helpers.py` (the `libdevice` import that
-works across Triton versions) and `torch/_inductor/codecache.py` (PyCodeCache: write the
-module to disk and import it, because `@triton.jit` reads its function's source with
-`inspect`, which a string passed to `exec` does not have).
+Mirrors, in small, `torch/_inductor/runtime/triton_helpers.py` (the @triton.jit helpers
+kernels call, and the `libdevice` import that works across Triton versions),
+`runtime/triton_heuristics.py` (block sizes and warps from the sizes; no autotuning here)
+and `codecache.py`'s PyCodeCache (write a module to disk and import it: `@triton.jit`
+reads its function's source with `inspect`, which a string passed to `exec` does not have).
 
 Interpreter mode (`TRITON_INTERPRET=1`): Triton runs a kernel as NumPy code, one program
 at a time, on CPU tensors. Its libdevice functions are stubs there (they return None), so
@@ -32,6 +33,139 @@ def next_power_of_2(n: int) -> int:
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+# --------------------------------------------------------------------------- heuristics
+#: the longest reduction computed in one block, the whole row at once (persistent)
+PERSISTENT_REDUCTION_MAX = 4096
+#: elements one program handles at a time (XBLOCK * RBLOCK)
+MAX_BLOCK_NUMEL = 4096
+
+
+def block_sizes(xnumel: int, rnumel: int | None, persistent: bool, outer: bool) -> dict:
+    """XBLOCK, RBLOCK (reductions only) and num_warps for a kernel, from its sizes alone.
+
+    Pointwise: 1024 elements a program, 4 warps (8 elements a thread: wide loads).
+    Persistent reduction: RBLOCK covers the row; XBLOCK rows fill MAX_BLOCK_NUMEL.
+    Looped reduction along contiguous memory (a row sum): one row a program, RBLOCK 2048.
+    Looped "outer" reduction (a column sum, contiguous along x): a few columns a program
+    so that the grid still fills the GPU, and RBLOCK rows of them at a time."""
+    xblock_max = next_power_of_2(max(xnumel, 1))
+    if rnumel is None:
+        xblock = min(1024, xblock_max)
+        return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 256))}
+    rblock_full = next_power_of_2(max(rnumel, 1))
+    if persistent:
+        rblock = rblock_full
+        xblock = min(xblock_max, max(1, MAX_BLOCK_NUMEL // rblock), 64)
+    elif outer:
+        xblock = min(xblock_max, max(8, min(64, next_power_of_2(xnumel // 256))))
+        rblock = min(rblock_full, max(1, MAX_BLOCK_NUMEL // xblock))
+    else:
+        xblock, rblock = 1, min(rblock_full, 2048)
+    return {"XBLOCK": xblock, "RBLOCK": rblock,
+            "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
+
+
+def tile_sizes(xnumel: int, rnumel: int) -> dict:
+    """A tiled pointwise kernel: 64x64 tiles (smaller when a dim is), 4 warps; the second
+    grid dim is limited to 65535 programs, so its tile grows if it must."""
+    rblock = min(64, next_power_of_2(max(rnumel, 1)))
+    while cdiv(rnumel, rblock) > 65535:
+        rblock *= 2
+    return {"XBLOCK": min(64, next_power_of_2(max(xnumel, 1))), "RBLOCK": rblock, "num_warps": 4}
+
+
+# --------------------------------------------------------------------------- helpers
+#: small @triton.jit functions a kernel may call; each generated module includes the ones
+#: its kernel uses (so the module is self-contained and readable on its own). Kernels call
+#: no @triton.jit function of triton.language itself (tl.sum, tl.zeros...): under the
+#: interpreter those only work when TRITON_INTERPRET was set before triton was imported.
+HELPERS = {
+    "_sum_combine": '''
+@triton.jit
+def _sum_combine(a, b):
+    return a + b
+''',
+    "_max_combine": '''
+@triton.jit
+def _max_combine(a, b):
+    # NaN-propagating maximum, as torch.maximum / amax
+    return tl.where((a != a) | (a > b), a, b)
+''',
+    "_min_combine": '''
+@triton.jit
+def _min_combine(a, b):
+    return tl.where((a != a) | (a < b), a, b)
+''',
+    "_prod_combine": '''
+@triton.jit
+def _prod_combine(a, b):
+    return a * b
+''',
+    "_argmax_combine": '''
+@triton.jit
+def _argmax_combine(a, a_index, b, b_index):
+    # (value, index) pairs: the larger value wins, NaN beats everything, ties go to the
+    # smaller index (torch.argmax returns the first occurrence)
+    a_nan = a != a
+    b_nan = b != b
+    better = (a > b) | (a_nan & (b == b))
+    same = (a == b) | (a_nan & b_nan)
+    take_a = better | (same & (a_index < b_index))
+    return tl.where(take_a, a, b), tl.where(take_a, a_index, b_index)
+''',
+    "_argmin_combine": '''
+@triton.jit
+def _argmin_combine(a, a_index, b, b_index):
+    a_nan = a != a
+    b_nan = b != b
+    better = (a < b) | (a_nan & (b == b))
+    same = (a == b) | (a_nan & b_nan)
+    take_a = better | (same & (a_index < b_index))
+    return tl.where(take_a, a, b), tl.where(take_a, a_index, b_index)
+''',
+    "_floordiv_int": '''
+@triton.jit
+def _floordiv_int(a, b):
+    # Python floor division; Triton's // truncates toward zero like C
+    quot = a // b
+    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), quot - 1, quot)
+''',
+    "_floordiv_float": '''
+@triton.jit
+def _floordiv_float(a, b):
+    # torch's div_floor for floating point (ATen/native/BinaryOps.h); % is fmod here
+    mod = a % b
+    div = (a - mod) / b
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1.0, div)
+    floordiv = tl.floor(div)
+    floordiv = tl.where(div - floordiv > 0.5, floordiv + 1.0, floordiv)
+    result = tl.where(div != 0, floordiv, (a / b) * 0.0)
+    return tl.where(b == 0, a / b, result)
+''',
+    "_python_mod": '''
+@triton.jit
+def _python_mod(a, b):
+    # the sign of the result follows the divisor (torch.remainder)
+    rem = a % b
+    return tl.where((rem != 0) & ((rem < 0) != (b < 0)), rem + b, rem)
+''',
+    "_pow_int": '''
+@triton.jit
+def _pow_int(base, exp):
+    # integer power by squaring, exact like eager
+    result = base * 0 + exp * 0 + 1
+    b = base + exp * 0
+    e = exp + base * 0
+    for _ in tl.static_range(63):
+        result = tl.where((e & 1) != 0, result * b, result)
+        b = b * b
+        e = e >> 1
+    negative = tl.where(base == 1, 1, tl.where(base == -1, tl.where((exp & 1) != 0, -1, 1), 0))
+    return tl.where(exp < 0, negative, result)
+''',
+}
 
 
 def _libdevice_module():
