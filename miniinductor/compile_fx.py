@@ -48,6 +48,7 @@ class CompiledGraph:
     eager_peak: int = 0           # the same estimate for the ATen graph run op by op
 
     kernel_bytes: dict = dataclasses.field(default_factory=dict)   # kernel → bytes it reads+writes
+    fx_graph_module: object = None   # the graph Dynamo captured, before AOTAutograd
 
     def __call__(self, args):
         return self.call(args)
@@ -64,10 +65,19 @@ def removable_buffers(group, scheduler) -> set[str]:
             and all(g is group for g in scheduler.readers(n))}
 
 
-def generate_kernel(group, scheduler, config):
+def kernel_backend(graph, config) -> str:
+    """'triton' for GPU graphs; on the CPU, the `cpu_backend` option ('cpp' or 'triton')."""
+    return "triton" if graph.current_device().type == "cuda" else config.cpu_backend
+
+
+def generate_kernel(group, scheduler, config, backend):
     removed = removable_buffers(group, scheduler)
     while True:
-        kernel = CppKernel(group.kernel_name, group.R, group.Q, config, removed)
+        if backend == "triton":
+            from .codegen.triton import TritonKernel
+            kernel = TritonKernel.for_group(group, config, removed)
+        else:
+            kernel = CppKernel(group.kernel_name, group.R, group.Q, config, removed)
         try:
             for node in group.nodes:
                 kernel.codegen_node(node)
@@ -76,12 +86,12 @@ def generate_kernel(group, scheduler, config):
             removed.discard(exc.args[0])
 
 
-def generate_kernels(graph, scheduler, config) -> dict:
-    """kernel name → (C++ source, argument buffer names, buffers kept out of memory)."""
+def generate_kernels(graph, scheduler, config, backend) -> dict:
+    """kernel name → (C++ or Triton source, argument buffer names, buffers kept out of memory)."""
     kernels = {}
     for group in scheduler.schedule:
         if isinstance(group, FusedGroup):
-            kernel = generate_kernel(group, scheduler, config)
+            kernel = generate_kernel(group, scheduler, config, backend)
             kernels[group.kernel_name] = (kernel.codegen(), kernel.args.call_names(), kernel.removed)
     return kernels
 
@@ -106,11 +116,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     graph = GraphLowering(gm, example_inputs, config, name).run()
     with V.set_graph_handler(graph):
         scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
-        kernels = generate_kernels(graph, scheduler, config)
-        cpp_source = "\n\n".join(src for src, _, _ in kernels.values())
-        wrapper = WrapperCodeGen(graph, scheduler, kernels, cpp_source)
+        backend = kernel_backend(graph, config)
+        kernels = generate_kernels(graph, scheduler, config, backend)
+        wrapper = WrapperCodeGen(graph, scheduler, kernels, backend, config)
         wrapper_source = wrapper.generate()
-    wrapper_source = wrapper_source.replace("load_kernels(CPP_SOURCE, ", f"load_kernels(CPP_SOURCE, cxx={config.cxx!r}, names=", 1)
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)
     metrics.generated_kernel_count += len(kernels)
@@ -141,18 +150,23 @@ def _unsupported_graph(example_inputs) -> str | None:
         if isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
                 isinstance(s, torch.SymInt) for s in x.shape)):
             return "dynamic shapes"
-        if isinstance(x, torch.Tensor) and x.device.type != "cpu":
-            return f"{x.device.type} tensors (no GPU code generator yet)"
+        if isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "cuda"):
+            return f"{x.device.type} tensors"
     return None
 
 
-def compile_fx_inner(gm, example_inputs, config, name="graph"):
+def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
     """AOTAutograd's forward/backward compiler: a boxed callable (takes a list of args)."""
     reason = _unsupported_graph(example_inputs)
     if reason is not None:
         log.warning("miniinductor runs this %s graph eagerly: %s are not supported", name, reason)
         return make_boxed_func(gm.forward)
     compiled = compile_graph(gm, example_inputs, config, name)
+    compiled.fx_graph_module = dynamo_gm
+    trace_root = config.trace or os.environ.get("MINIINDUCTOR_TRACE")
+    if trace_root:
+        from .debug.trace import trace_compiled_graph
+        trace_compiled_graph(compiled, trace_root, fx_graph_module=dynamo_gm)
     call = compiled.call
     call._boxed_call = True
     call.compiled_graph = compiled

@@ -14,9 +14,11 @@ import os
 @dataclasses.dataclass(frozen=True)
 class Config:
     cpu_backend: str = "cpp"
-    "Code generator for CPU tensors: 'cpp' (C++/OpenMP)."
+    "Code generator for CPU tensors: 'cpp' (C++/OpenMP) or 'triton' (run by Triton's interpreter)."
     cxx: str = dataclasses.field(default_factory=lambda: os.environ.get("CXX", "g++"))
     "C++ compiler to build CPU kernels with (default: $CXX or g++)."
+    trace: str | None = None
+    "Folder to write a trace of every compiled graph into (also: $MINIINDUCTOR_TRACE)."
     fallback_all: bool = False
     "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
     fusion: bool = True
@@ -40,6 +42,6 @@ class Config:
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names)}")
         config = cls(**options)
-        if config.cpu_backend not in ("cpp",):
-            raise ValueError(f"cpu_backend must be one of 'cpp', got {config.cpu_backend!r}")
+        if config.cpu_backend not in ("cpp", "triton"):
+            raise ValueError(f"cpu_backend must be one of 'cpp', 'triton'; got {config.cpu_backend!r}")
         return config

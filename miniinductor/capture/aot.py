@@ -18,10 +18,11 @@ from .decompositions import decomposition_table
 def compile_fx(gm, example_inputs, config):
     from ..compile_fx import compile_fx_inner
 
+    def compiler(name):
+        return functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=gm)
     return aot_module_simplified(
         gm, example_inputs,
-        fw_compiler=functools.partial(compile_fx_inner, config=config, name="forward"),
-        bw_compiler=functools.partial(compile_fx_inner, config=config, name="backward"),
-        inference_compiler=functools.partial(compile_fx_inner, config=config, name="inference"),
+        fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
         decompositions=decomposition_table(),
     )

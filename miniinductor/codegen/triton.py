@@ -1,38 +1,48 @@
-"""Triton code generation: one `@triton.jit` kernel (plus a launcher) per scheduled group.
+"""Triton code generation: one `@triton.jit` kernel and its launcher per scheduled group.
 
 Mirrors `torch/_inductor/codegen/triton.py` (TritonOverrides, TritonKernel). Like
 `CppKernel`, the kernel *is* an ops handler: running a buffer's body under it turns each
 `ops.*` call into a line of Triton (`TritonOverrides` holds the expressions, `CSE` names
-them). Where C++ walks one element at a time, a Triton program handles a whole *block*:
+them). Where C++ walks one element at a time, a Triton program handles a *block*:
 
     @triton.jit
     def triton_kernel0(in_ptr0, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
-        xnumel = 64                                    <- prod(ranges), flattened
-        rnumel = 128                                   <- prod(reduction_ranges), flattened
-        xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]
+        xnumel = 8                                 <- prod(ranges), flattened into xindex
+        xoffset = tl.program_id(0) * XBLOCK
+        xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
         xmask = xindex < xnumel
-        rindex = tl.arange(0, RBLOCK)[None, :]         <- persistent: the whole row at once
+        i0 = xindex
+        rnumel = 33                                <- prod(reduction_ranges): rindex
+        rbase = tl.arange(0, RBLOCK)[None, :]
+        rindex = rbase                             <- persistent: the whole row at once
         rmask = rindex < rnumel
-        tmp0 = tl.load(in_ptr0 + (rindex + 128*xindex), xmask & rmask)
-        tmp1 = tl.where(xmask & rmask, tmp0, 0)
-        tmp2 = tl.sum(tmp1, 1)[:, None]
-        tl.store(out_ptr0 + (xindex), tmp2, xmask)
+        r0 = rindex
+        tmp0 = tl.load(in_ptr0 + (33*i0 + r0), xmask & rmask, other=0)
+        tmp1 = tl.where(xmask & rmask, tmp0, 0.0)
+        tmp2 = tl.reduce(tmp1, 1, _sum_combine)[:, None]
+        tl.store(out_ptr0 + (i0), tmp2, xmask)
 
-    def kernel0(in_ptr0, out_ptr0):                    <- the launcher the wrapper calls
-        triton_kernel0[(64,)](in_ptr0, out_ptr0, XBLOCK=1, RBLOCK=128, num_warps=1)
+    def kernel0(in_ptr0, out_ptr0):                <- the launcher: tensors, in the order
+        triton_kernel0[(1,)](in_ptr0, out_ptr0,       of kernel.args.call_names()
+                             XBLOCK=8, RBLOCK=64, num_warps=2)
 
-Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`
-(`i0 = xindex // 8`); runs of dimensions that an index walks contiguously are merged first,
-so a contiguous access prints as `xindex` instead of `8*i0 + i1`. Reductions are
-*persistent* (the whole row in one RBLOCK = next_power_of_2(rnumel)) when short, else
-*looped* (`for roffset in range(0, rnumel, RBLOCK)` with a block-shaped accumulator). When a
-later buffer of a looped kernel reads a finished reduction, the loop is closed and a new
-one starts (as Inductor does for softmax).
+Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`;
+runs of dimensions an index walks contiguously are merged first, so a contiguous access
+prints as `xindex` rather than `8*i0 + i1`. Every CSE variable remembers its dtype (torch's
+`//`, `%`, max and bools differ from Triton's) and the block dims it varies along (which
+masks a load needs, and when a pointer must be widened to the mask's shape).
 
-Simplified: no 2-D tiling of pointwise kernels (a transpose has one uncoalesced side), no
-autotuning (block sizes come from a small heuristic in `TritonKernel.block_sizes`), no
-split reductions, block pointers, or bounds assertions on indirect indices; sizes are
-static, so `xnumel`/`rnumel` are constants in the kernel.
+A fused group's body is a sequence of blocks, as in CppKernel: `outer` code once per row
+block, and `loop` blocks over the reduction ranges. A reduction is *persistent* (RBLOCK =
+next_power_of_2(rnumel), everything straight-line) when rnumel <= 4096, else *looped*
+(`for roffset in range(...)` with block-shaped accumulators; a block that reads a finished
+reduction starts a new loop, as Inductor does for softmax). A pointwise group that reads or
+writes memory transposed is *tiled* (`TritonKernel.for_group`, `tile_split`): its ranges are
+cut in two, the second part taking the r dimension and the second grid axis.
+
+Simplified: no autotuning (block sizes come from a small heuristic in
+runtime/triton_runtime.py), no split reductions, block pointers, or bounds assertions on
+indirect indices; sizes are static, so `xnumel`/`rnumel` are constants in the kernel.
 """
 from __future__ import annotations
 
@@ -44,7 +54,7 @@ import sympy
 import torch
 from sympy.printing.str import StrPrinter
 
-from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
+from ..ir.indexing import index_vars, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.triton_runtime import HELPERS, PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, tile_sizes
 from ..virtualized import V
@@ -410,8 +420,8 @@ class TritonKernel:
 
     def to_dtype(self, x, dtype):
         text, src, dims = self._info(x)
-        if src is None:
-            return self.constant(float(text) if "." in text else int(text), dtype)
+        if src is None:  # a Python number
+            return self.constant(x, dtype)
         if dtype == torch.bool:
             return x if src == torch.bool else self._gen(f"{text} != 0", torch.bool, dims)
         if dtype in LOW_PRECISION:  # round as eager would, keep computing in float32
@@ -536,8 +546,10 @@ class TritonKernel:
         if name in self._current().reduced and self._looped():
             raise NotImplementedError(f"{name} is read inside the loop that reduces it: "
                                       "use codegen_node, which starts a new loop")
-        if name in self.args.output_buffers:  # written earlier by this program: make it visible
-            self._current().prefix.writeline("tl.debug_barrier()")
+        block = self._current()
+        if name in self.args.output_buffers and "tl.debug_barrier()" not in block.prefix.lines:
+            # written by this program in an earlier block, by other threads: wait for them
+            block.prefix.writeline("tl.debug_barrier()")
         self._note_buffer(name, index)
         dtype = V.graph.get_dtype(name)
         _, dims = self.index(index)

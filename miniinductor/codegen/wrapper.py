@@ -70,10 +70,10 @@ def _may_alias(node) -> bool:
 
 
 class WrapperCodeGen:
-    def __init__(self, graph, scheduler, kernel_sources: dict[str, tuple[str, list[str]]], cpp_source: str):
+    def __init__(self, graph, scheduler, kernels: dict, backend: str, config):
         self.graph, self.scheduler = graph, scheduler
-        self.kernels = kernel_sources    # kernel name → (C++ text, argument buffer names)
-        self.cpp_source = cpp_source
+        self.kernels = kernels    # kernel name → (source, argument buffer names, buffers in registers)
+        self.backend, self.config = backend, config
 
     def _steps(self) -> list[tuple[Step, list[str]]]:
         """Each step of `call` (a kernel launch or an extern call) and its code lines."""
@@ -82,7 +82,10 @@ class WrapperCodeGen:
             if isinstance(item, FusedGroup):
                 _, arg_names, removed = self.kernels[item.kernel_name]
                 allocs = [n for n in item.get_names() if n not in removed]
-                ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in arg_names)
+                if self.backend == "cpp":   # C functions take raw pointers ...
+                    ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in arg_names)
+                else:                       # ... Triton launchers take the tensors
+                    ptrs = ", ".join(arg_names)
                 origins = sorted({o for n in item.nodes for o in getattr(n.node, "origins", [])})
                 line = f"{item.kernel_name}({ptrs})  # {', '.join(origins)}"
                 steps.append((Step(item.kernel_name, allocs, set(arg_names), set(allocs)), [line]))
@@ -129,6 +132,22 @@ class WrapperCodeGen:
         lay = node.layout
         return [line, f"{name} = check_layout({name}, {tuple(lay.size)}, {tuple(lay.stride)})"]
 
+    def _kernel_definitions(self, code):
+        names = list(self.kernels)
+        if self.backend == "cpp":  # one C++ library for the whole graph
+            code.writeline("CPP_SOURCE = r'''")
+            code.lines.extend("\n\n".join(src for src, _, _ in self.kernels.values()).splitlines())
+            code.writeline("'''")
+            code.writeline(f"_kernels = load_kernels(CPP_SOURCE, {names!r}, cxx={self.config.cxx!r})")
+            code.writelines(f"{name} = _kernels[{name!r}]" for name in names)
+        else:  # one Python module per Triton kernel (triton.jit needs a real file)
+            interpret = self.graph.current_device().type == "cpu"
+            for name, (src, _, _) in self.kernels.items():
+                code.writeline(f"{name} = load_module(r'''")
+                code.lines.extend(src.splitlines())
+                code.writeline(f"''', interpret={interpret}).{name}")
+        code.writeline("")
+
     def _output_expr(self, value) -> str:
         return pyrepr(value)
 
@@ -140,18 +159,12 @@ class WrapperCodeGen:
             "from ctypes import c_void_p",
             "from miniinductor.runtime.cpp_builder import load_kernels",
             "from miniinductor.runtime.helpers import check_layout, reinterpret",
+            "from miniinductor.runtime.triton_runtime import load_module",
             "empty_strided = torch.empty_strided",
             "constants = {}  # filled by the loader with the graph's constant tensors",
             "",
-            "CPP_SOURCE = r'''",
         ])
-        code.lines.extend(self.cpp_source.splitlines())
-        code.writeline("'''")
-        names = list(self.kernels)
-        code.writeline(f"_kernels = load_kernels(CPP_SOURCE, {names!r})")
-        for name in names:
-            code.writeline(f"{name} = _kernels[{name!r}]")
-        code.writeline("")
+        self._kernel_definitions(code)
         code.writeline("")
         code.writeline("def call(args):")
         with code.indent():

@@ -67,6 +67,7 @@ class GraphLinks:
             else:
                 self.kernel_of[item.get_name()] = item.get_name()
         self.aten_nodes = [n for n in cg.graph.module.graph.nodes if n.op == "call_function"]
+        self.position = {n.name: k for k, n in enumerate(self.aten_nodes)}
         self.aten_kernels: dict[str, set[str]] = {n.name: set() for n in self.aten_nodes}
         self.buffer_origins: dict[str, list[str]] = {}
         externs_by_op: dict[str, list] = {}
@@ -106,8 +107,7 @@ class GraphLinks:
 
     def kernel_origins(self, kernel: str) -> list[str]:
         bufs = self.groups[kernel].get_names() if kernel in self.groups else [kernel]
-        return sorted({o for b in bufs for o in self.buffer_origins.get(b, [])},
-                      key=lambda o: [n.name for n in self.aten_nodes].index(o))
+        return sorted({o for b in bufs for o in self.buffer_origins.get(b, [])}, key=self.position.get)
 
 
 # --------------------------------------------------------------------------- the phase columns
@@ -308,6 +308,9 @@ def _memory_section(cg) -> str:
     reuse = "".join(f"<tr><td>{_esc(a)}</td><td>{_esc(b)}</td></tr>" for a, b in plan.reuse.items())
     return (f"<p>planned peak <b>{human_bytes(plan.peak_bytes)}</b> vs eager estimate "
             f"<b>{human_bytes(cg.eager_peak)}</b> ({saved:.0f}% less); {len(plan.reuse)} buffers reuse memory.</p>"
+            + '<p class="muted">Live bytes of intermediate buffers after each step of the wrapper\'s '
+            "<code>call()</code> (hover a step); the dashed red line is the peak eager PyTorch would reach "
+            "running the ATen graph op by op (an estimate).</p>"
             + memory_svg(plan, cg.eager_peak)
             + (f'<table class="small"><thead><tr><th>buffer</th><th>takes the memory of</th></tr></thead>'
                f"<tbody>{reuse}</tbody></table>" if reuse else "")
@@ -324,8 +327,10 @@ def _fusion_graph_section(cg, links: GraphLinks) -> str:
         from .fusion_graph import INSTALL_HINT
         hint = INSTALL_HINT.format(dot="fusion_graph.dot", svg="fusion_graph.svg")
         return (f'<p class="note">graphviz\'s <code>dot</code> program was not found, so the picture could not be '
-                f"drawn: {_esc(hint)}.</p><details><summary>DOT source</summary><pre>{_esc(dot_source)}</pre></details>")
+                f"drawn: {_esc(hint)}.</p>"
+                f"<details><summary>DOT source</summary><pre>{_esc(dot_source)}</pre></details>")
     svg = svg[svg.index("<svg"):]  # drop the XML declaration and DOCTYPE
+    svg = re.sub(rf'\bid="(?!{links.prefix}-)', f'id="{links.prefix}-', svg)  # unique ids across graphs
     return legend + f'<div class="fg">{svg}</div>'
 
 
@@ -356,7 +361,8 @@ def _kernels_table(cg, links: GraphLinks) -> str:
     rows = []
     for k, group in links.groups.items():
         rows.append(f'<tr{links.data_k([k])}><td><a href="#{links.anchor("kernel", k)}">{_esc(k)}</a></td>'
-                    f'<td>{_esc(", ".join(group.get_names()))}</td><td>{_origin_links(links, links.kernel_origins(k))}</td>'
+                    f'<td>{_esc(", ".join(group.get_names()))}</td>'
+                    f'<td>{_origin_links(links, links.kernel_origins(k))}</td>'
                     f"<td class=num>{human_bytes(cg.kernel_bytes.get(k, 0))}</td></tr>")
     return ("<table><thead><tr><th>kernel</th><th>buffers</th><th>source ops</th><th>moves</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")
@@ -374,12 +380,15 @@ def _graph_section(cg, index: int, fx_gm, compact: bool) -> str:
     fx_title, fx_body = _fx_column(cg, links, fx_gm)
     columns = [(fx_title, fx_body), ("ATen graph", _aten_column(cg, links)), ("Loop IR", _ir_column(cg, links)),
                ("Fused kernels", _schedule_column(cg, links)), ("Generated code", _code_column(cg, links))]
-    cols = "".join(f'<div class="col"><h3 title="click to widen">{i + 1}. {_esc(t)}</h3><div class="colbody">{b}</div></div>'
+    cols = "".join(f'<div class="col"><h3 title="click to widen">{i + 1}. {_esc(t)}</h3>'
+                   f'<div class="colbody">{b}</div></div>'
                    for i, (t, b) in enumerate(columns))
     phases = (f'<section id="{p}-phases"><h3>Phases, side by side</h3><p class="muted">Hover a kernel (or any line) to '
-              f'light up where it came from and what it became; click to pin it.</p><div class="phases">{cols}</div></section>')
+              f'light up where it came from and what it became; click to pin it.</p>'
+              f'<div class="phases">{cols}</div></section>')
     if compact:
-        phases = f'<details id="{p}-phases"><summary>Phases, side by side</summary><div class="phases">{cols}</div></details>'
+        phases = (f'<details id="{p}-phases"><summary>Phases, side by side</summary>'
+                  f'<div class="phases">{cols}</div></details>')
     return "".join([
         head, phases,
         f'<section id="{p}-kernels"><h3>Kernels</h3>{_kernels_table(cg, links)}</section>',
@@ -437,36 +446,60 @@ def write_report(graphs, path, **kwargs) -> Path:
 
 
 CSS = """
-.mi-report{font:14px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;color:#222;margin:0 auto;padding:8px 16px;max-width:none}
-.mi-report h1{font-size:22px;margin:4px 0}.mi-report h2{font-size:18px;border-bottom:2px solid #1565c0;padding-bottom:2px;margin-top:28px}
+.mi-report {
+  font:14px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif; color:#222; margin:0 auto;
+  padding:8px 16px; max-width:none; }
+.mi-report h1{font-size:22px;margin:4px 0}
+.mi-report h2{font-size:18px;border-bottom:2px solid #1565c0;padding-bottom:2px;margin-top:28px}
 .mi-report h3{font-size:15px;margin:18px 0 6px}
-.mi-report a{color:#1565c0;text-decoration:none}.mi-report a:hover{text-decoration:underline}
+.mi-report a{color:#1565c0;text-decoration:none}
+.mi-report a:hover{text-decoration:underline}
 .mi-report pre{font:12px/1.4 ui-monospace,'DejaVu Sans Mono',Menlo,Consolas,monospace;margin:0;white-space:pre}
 .mi-report code{font:12px ui-monospace,'DejaVu Sans Mono',monospace;background:#f3f3f3;padding:0 3px}
 .mi-report table{border-collapse:collapse;margin:6px 0;font-size:13px}
 .mi-report th,.mi-report td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
-.mi-report th{background:#f5f7fa}.mi-report td.num{text-align:right;font-variant-numeric:tabular-nums}
-.mi-report .muted{color:#777}.mi-report .note{background:#fff8e1;border-left:3px solid #f9a825;padding:4px 8px;margin:4px 0}
-.mi-report .phases{display:grid;grid-template-columns:minmax(200px,.8fr) minmax(240px,1.1fr) minmax(260px,1.2fr) minmax(220px,.9fr) minmax(300px,1.4fr);gap:8px;overflow-x:auto}
-.mi-report .col{border:1px solid #cfd8dc;border-radius:6px;min-width:0;display:flex;flex-direction:column;background:#fff}
+.mi-report th{background:#f5f7fa}
+.mi-report td.num{text-align:right;font-variant-numeric:tabular-nums}
+.mi-report .muted{color:#777}
+.mi-report .note{background:#fff8e1;border-left:3px solid #f9a825;padding:4px 8px;margin:4px 0}
+.mi-report .phases {
+  display:grid;
+  grid-template-columns:minmax(200px,.8fr) minmax(240px,1.1fr) minmax(260px,1.2fr) minmax(220px,.9fr) minmax(300px,1.4fr);
+  gap:8px; overflow-x:auto; }
+.mi-report .col {
+  border:1px solid #cfd8dc; border-radius:6px; min-width:0; display:flex; flex-direction:column;
+  background:#fff; }
 .mi-report .col.wide{grid-column:span 2}
-.mi-report .col h3{margin:0;padding:5px 8px;background:#eceff1;border-radius:6px 6px 0 0;font-size:13px;cursor:pointer}
+.mi-report .col h3 {
+  margin:0; padding:5px 8px; background:#eceff1; border-radius:6px 6px 0 0; font-size:13px; cursor:pointer; }
 .mi-report .colbody{overflow:auto;max-height:min(75vh,950px);padding:4px 6px}
-.mi-report .ln{display:block}.mi-report .loc{color:#888}
-.mi-report pre.ir{border-bottom:1px dashed #e0e0e0;padding:2px 0}.mi-report pre.dead{color:#aaa}
-.mi-report .kcard{border:1px solid #90caf9;background:#e3f2fd;border-radius:5px;padding:4px 6px;margin:0 0 6px;font-size:12px}
+.mi-report .ln{display:block}
+.mi-report .loc{color:#888}
+.mi-report pre.ir{border-bottom:1px dashed #e0e0e0;padding:2px 0}
+.mi-report pre.dead{color:#aaa}
+.mi-report .kcard {
+  border:1px solid #90caf9; background:#e3f2fd; border-radius:5px; padding:4px 6px; margin:0 0 6px;
+  font-size:12px; }
 .mi-report .kcard.extern{border-color:#ffb74d;background:#fff3e0}
-.mi-report .kname{font-weight:600}.mi-report .tag{background:#fff59d;border-radius:3px;padding:0 3px;font-size:11px}
-.mi-report .code{margin-bottom:8px}.mi-report .code .kname{background:#f5f5f5;padding:1px 4px}
-.mi-report .hl{background:#fff176 !important;outline:1px solid #f9a825}
-.mi-report .pinned .hl{background:#ffd54f !important}
+.mi-report .kname{font-weight:600}
+.mi-report .tag{background:#fff59d;border-radius:3px;padding:0 3px;font-size:11px}
+.mi-report .code{margin-bottom:8px}
+.mi-report .code .kname{background:#f5f5f5;padding:1px 4px}
+.mi-report .hl{background:#fff59d !important;outline:1px solid #fbc02d}
+.mi-report.pinned .hl{background:#ffe082 !important}
 .mi-report .fg{overflow:auto;max-height:90vh;border:1px solid #eee}
-.mi-report .fg svg{max-width:100%;height:auto}.mi-report .fg.actual svg{max-width:none}
-.mi-report .legend .sw{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;margin:0 3px 0 10px}
-.mi-report .sw.fused{border-color:#2e7d32}.mi-report .sw.memory{border-top-style:dashed;border-color:#c62828}
+.mi-report .fg svg{max-width:100%;height:auto}
+.mi-report .fg.actual svg{max-width:none}
+.mi-report .legend .sw {
+  display:inline-block; width:22px; height:0; border-top:3px solid; vertical-align:middle; margin:0 3px 0 10px; }
+.mi-report .sw.fused{border-color:#2e7d32}
+.mi-report .sw.memory{border-top-style:dashed;border-color:#c62828}
 .mi-report .sw.input{border-color:#9e9e9e;border-top-width:1px}
-.mi-report .yes{color:#2e7d32;font-weight:600}.mi-report .no{color:#c62828;font-weight:600}
-.mi-report .memchart .axis{font-size:10px;fill:#555}.mi-report .memchart .lbl{font-size:11px}
+.mi-report .yes{color:#2e7d32;font-weight:600}
+.mi-report .no{color:#c62828;font-weight:600}
+.mi-report .memchart{max-width:100%;height:auto}
+.mi-report .memchart .axis{font-size:10px;fill:#555}
+.mi-report .memchart .lbl{font-size:11px}
 .mi-report .memchart rect:hover{fill:rgba(21,101,192,.08)}
 .mi-report button{font-size:12px;padding:1px 8px;cursor:pointer}
 .mi-report .filters button.on{background:#1565c0;color:#fff}
@@ -535,6 +568,13 @@ JS = r"""
     root.classList.add('pinned');
     light(keysOf(el), true);
   });
+  // a link to report.html#pin=g0:kernel2 opens with that kernel pinned
+  var m = /^#pin=(.+)$/.exec(window.location.hash || '');
+  if (m) {
+    pinned = decodeURIComponent(m[1]);
+    root.classList.add('pinned');
+    light(pinned.split(' '), true);
+  }
   var marker = document.createElement('span');
   marker.id = 'report-js-ok';
   marker.hidden = true;

@@ -235,12 +235,22 @@ def cache_dir():
 _loaded: dict[str, object] = {}
 
 
-def load_module(source: str, prefix: str = "triton"):
+def load_module(source: str, prefix: str = "triton", interpret: bool | None = None):
     """Write `source` to the cache folder (named by its hash) and import it from there.
 
     `@triton.jit` needs the file: it parses each kernel's source with `inspect`. Modules
     are cached per (source, interpreter mode), since `triton.jit` decides at decoration
     time whether a kernel is compiled or interpreted."""
+    if interpret is not None:  # CPU tensors: decorate the kernels in interpreter mode
+        saved = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+        try:
+            return load_module(source, prefix)
+        finally:
+            if saved is None:
+                del os.environ["TRITON_INTERPRET"]
+            else:
+                os.environ["TRITON_INTERPRET"] = saved
     key = hashlib.sha256(source.encode()).hexdigest()[:32]
     mode_key = f"{key}:{int(interpreting())}"
     if mode_key in _loaded:

@@ -1,0 +1,421 @@
+"""Triton kernels (miniinductor/codegen/triton.py), checked one kernel at a time.
+
+Each case is lowered and scheduled as the compiler does it (make_fx with our
+decompositions → GraphLowering → Scheduler), then every fused group becomes a
+`TritonKernel` whose module is loaded and launched directly -- no wrapper. The
+kernels run in schedule order on their own outputs (extern calls run in ATen), and
+  * every buffer is compared with the IR interpreter (`ir.interpreter.run_graph`),
+  * the graph outputs are compared with eager PyTorch.
+Output buffers are filled with NaN (or an extreme integer) before each launch, so an
+element a kernel forgets to write is caught.
+
+Device: CUDA when available (or MINIINDUCTOR_TRITON_DEVICE=cuda), else CPU tensors
+through Triton's interpreter (TRITON_INTERPRET=1, set here before any kernel is
+decorated). The interpreter is slow: tensors stay small.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+_requested = os.environ.get("MINIINDUCTOR_TRITON_DEVICE")
+DEVICE = _requested or ("cuda" if torch.cuda.is_available() else "cpu")
+if DEVICE == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"
+
+triton = pytest.importorskip("triton")
+
+import torch.nn.functional as F  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+
+from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
+from miniinductor.codegen.cpp import MissingStore  # noqa: E402
+from miniinductor.codegen.triton import TritonKernel  # noqa: E402
+from miniinductor.config import Config  # noqa: E402
+from miniinductor.ir.interpreter import graph_outputs, run_graph  # noqa: E402
+from miniinductor.ir.nodes import ExternKernel, MultiOutput, ReinterpretView  # noqa: E402
+from miniinductor.lowering import GraphLowering  # noqa: E402
+from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
+from miniinductor.scheduler import FusedGroup, Scheduler  # noqa: E402
+from miniinductor.virtualized import V  # noqa: E402
+
+
+# --------------------------------------------------------------------------- harness
+def _as_tuple(fn):
+    """fn with its outputs flattened into one tuple (GraphLowering wants a flat list)."""
+    def wrapped(*args):
+        return tuple(torch.utils._pytree.tree_leaves(fn(*args)))
+    return wrapped
+
+
+def removable(group, scheduler) -> set[str]:
+    """Buffers only this group reads and the graph does not return (as compile_fx does)."""
+    return {n for n in group.get_names() if n not in scheduler.output_names
+            and all(g is group for g in scheduler.readers(n))}
+
+
+def make_kernel(group, scheduler, config, setup=None) -> TritonKernel:
+    removed = removable(group, scheduler)
+    while True:
+        kernel = TritonKernel.for_group(group, config, removed)
+        if setup is not None:
+            setup(kernel)
+        try:
+            for node in group.nodes:
+                kernel.codegen_node(node)
+            return kernel
+        except MissingStore as exc:  # read outside the scope where it is in registers
+            removed.discard(exc.args[0])
+
+
+class Compiled:
+    """A lowered, scheduled graph with one loaded Triton module per kernel."""
+
+    def __init__(self, fn, inputs, config=None, setup=None):
+        self.config = config or Config()
+        gm = make_fx(_as_tuple(fn), decomposition_table=decomposition_table())(*inputs)
+        self.graph = GraphLowering(gm, inputs, self.config).run()
+        self.kernels, self.modules, self.sources = {}, {}, {}
+        with V.set_graph_handler(self.graph):
+            self.scheduler = Scheduler(self.graph.buffers, self.graph.output_names(), self.config,
+                                       self.graph.graph_inputs.values())
+            for group in self.scheduler.schedule:
+                if isinstance(group, FusedGroup):
+                    kernel = make_kernel(group, self.scheduler, self.config, setup)
+                    self.kernels[group.kernel_name] = kernel
+                    self.sources[group.kernel_name] = kernel.codegen()
+        for name, source in self.sources.items():
+            self.modules[name] = load_module(source)
+
+    def run(self, inputs) -> dict[str, torch.Tensor]:
+        """Run every step in schedule order; return {buffer name: tensor}."""
+        memory = dict(zip(self.graph.graph_input_names, inputs))
+        memory.update({k: v.to(DEVICE) for k, v in self.graph.constants.items()})
+        for item in self.scheduler.schedule:
+            if isinstance(item, FusedGroup):
+                kernel = self.kernels[item.kernel_name]
+                for name in item.get_names():
+                    if name not in kernel.removed:
+                        memory[name] = poisoned(self.graph.get_buffer(name).layout)
+                launch = getattr(self.modules[item.kernel_name], item.kernel_name)
+                launch(*[memory[n] for n in kernel.args.call_names()])
+            elif isinstance(item.node, MultiOutput):
+                memory[item.node.get_name()] = memory[item.node.parent.get_name()][item.node.index]
+            else:
+                node = item.node
+                memory[node.get_name()] = node.op(*_arg(list(node.args), memory),
+                                                  **{k: _arg(v, memory) for k, v in node.kwargs.items()})
+        return memory
+
+    def source(self) -> str:
+        return "\n\n".join(self.sources.values())
+
+
+def _arg(value, memory):
+    if isinstance(value, ReinterpretView):
+        lay, base = value.layout, memory[value.get_name()]
+        return base.as_strided(lay.size, lay.stride, base.storage_offset() + lay.offset)
+    if hasattr(value, "get_name") and value.get_name() in memory:
+        return memory[value.get_name()]
+    if isinstance(value, (list, tuple)):
+        return type(value)(_arg(v, memory) for v in value)
+    return value
+
+
+def poisoned(layout) -> torch.Tensor:
+    out = torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype, device=DEVICE)
+    if layout.dtype.is_floating_point:
+        out.fill_(float("nan"))
+    elif layout.dtype == torch.bool:
+        out.fill_(True)
+    else:
+        out.fill_(torch.iinfo(layout.dtype).min)
+    return out
+
+
+TOLERANCES = {torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2),
+              torch.float32: (1e-5, 1e-5), torch.float64: (1e-7, 1e-7)}
+
+
+def assert_close(actual, expected, what, rtol=None, atol=None):
+    r, a = TOLERANCES.get(expected.dtype, (0, 0))
+    torch.testing.assert_close(actual.cpu(), expected.cpu(), rtol=rtol or r, atol=atol or a,
+                               equal_nan=True, msg=lambda m: f"{what}: {m}")
+
+
+def check(fn, *inputs, rtol=None, atol=None, setup=None, config=None, expect_kernels=None,
+          interpret=True) -> Compiled:
+    """Compile fn's kernels, run them, compare every buffer with the IR interpreter (unless
+    `interpret=False`) and every output with eager."""
+    inputs = [x.to(DEVICE) if isinstance(x, torch.Tensor) else x for x in inputs]
+    compiled = Compiled(fn, inputs, config, setup)
+    if expect_kernels is not None:
+        assert len(compiled.kernels) == expect_kernels, compiled.scheduler
+    memory = compiled.run(inputs)
+    with torch.no_grad():
+        reference = reference_buffers(fn, inputs, compiled) if interpret else {}
+        for name, kernel in compiled.kernels.items() if interpret else ():
+            for buf in compiled.scheduler.schedule:
+                if isinstance(buf, FusedGroup) and buf.kernel_name == name:
+                    for bname in buf.get_names():
+                        if bname not in kernel.removed:
+                            assert_close(memory[bname], reference[bname], f"{bname} ({name})", rtol, atol)
+        outputs = graph_outputs(compiled.graph, memory)
+        expected = _as_tuple(fn)(*inputs)
+    assert len(outputs) == len(expected)
+    for k, (got, want) in enumerate(zip(outputs, expected)):
+        assert got.shape == want.shape and got.dtype == want.dtype, (k, got.shape, want.shape, got.dtype)
+        assert_close(got, want, f"output {k}", rtol, atol)
+    return compiled
+
+
+def reference_buffers(fn, inputs, compiled) -> dict[str, torch.Tensor]:
+    """Every buffer computed by the IR interpreter (which runs on the CPU: on a GPU the
+    graph is lowered again from CPU copies; buffer names come out the same)."""
+    if DEVICE == "cpu":
+        return run_graph(compiled.graph, inputs)
+    cpu_inputs = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+    gm = make_fx(_as_tuple(fn), decomposition_table=decomposition_table())(*cpu_inputs)
+    return run_graph(GraphLowering(gm, cpu_inputs, compiled.config).run(), cpu_inputs)
+
+
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+def with_nans(*shape):
+    x = torch.randn(*shape)
+    x.view(-1)[::7] = float("nan")
+    return x
+
+
+# --------------------------------------------------------------------------- pointwise
+def test_pointwise_chain_with_broadcasting():
+    c = check(lambda x, y, z: ((x + y).relu() * 2 - torch.sigmoid(z)) / (1 + y.abs()),
+              randn(4, 1, 8), randn(8), randn(3, 1), expect_kernels=1)
+    assert "@triton.jit" in c.source() and "def kernel0(" in c.source()
+
+
+def test_contiguous_index_prints_as_xindex():
+    c = check(lambda x: x * 2 + 1, randn(4, 8, 16))
+    assert "tl.load(in_ptr0 + (xindex)" in c.source()
+
+
+def test_transposed_input():
+    check(lambda x: x.t() + 1, randn(6, 10))
+    check(lambda x: (x.permute(2, 0, 1) * 3).contiguous(), randn(3, 4, 5))
+
+
+def test_transpose_is_tiled():
+    c = check(lambda x, y: (x.t() + y, (x.t() * 2).exp()), randn(40, 70), randn(70, 40))
+    assert all(k.tiled for k in c.kernels.values()) and "tl.program_id(1)" in c.source()
+    c = check(lambda x: x.permute(0, 2, 1).contiguous() * 3, randn(3, 20, 33))
+    assert all(k.tiled for k in c.kernels.values())
+    check(lambda x: x.t().contiguous(), randn(20, 33, dtype=torch.bfloat16))
+
+
+def test_math_functions():
+    fns = lambda x: (torch.exp(x), torch.tanh(x), torch.erf(x), torch.log1p(x.abs()), torch.lgamma(x.abs() + 0.5),  # noqa: E731
+                     torch.atan2(x, x + 1), torch.floor(x * 3), torch.round(x * 3), torch.rsqrt(x.abs() + 1),
+                     torch.sign(x), torch.expm1(x), torch.sqrt(x.abs()), torch.pow(x.abs() + 0.1, 1.7))
+    check(fns, with_nans(5, 7))
+
+
+def test_special_values_and_predicates():
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, float("inf"), float("-inf"), float("nan"), 1e-30])
+    check(lambda x: (x.isnan(), x.isinf(), torch.signbit(x), torch.maximum(x, x.flip(0)),
+                     torch.minimum(x, x.flip(0)), x.relu(), torch.sign(x)), x)
+
+
+def test_integer_division_and_remainder():
+    a = torch.tensor([7, -7, 7, -7, 0, 13, -13, 5], dtype=torch.int64)
+    b = torch.tensor([2, 2, -2, -2, 3, 4, 4, -3], dtype=torch.int64)
+    check(lambda a, b: (a // b, a % b, torch.fmod(a, b), a * 3 - b, torch.div(a, b, rounding_mode="trunc"),
+                        a.abs(), -a, a & b, a | b, a ^ b, ~a, a << 2, a >> 1), a, b)
+    check(lambda a, b: (torch.pow(a, b.abs()), torch.pow(a, 3), torch.pow(a.float(), b.float())), a, b)
+    check(lambda a, b: (a // b, a % b, torch.fmod(a, b)),
+          torch.tensor([7.5, -7.5, 7.5, -7.5, 1.0]), torch.tensor([2.0, 2.0, -2.0, -2.0, 0.3]))
+
+
+def test_int32_int8_uint8_and_bool():
+    a = torch.randint(-100, 100, (6, 5), dtype=torch.int32)
+    check(lambda a: (a * 2 + 1, (a > 0) & (a < 50), a.to(torch.int8), (a.abs() % 256).to(torch.uint8) + 3,
+                     (a > 0).to(torch.float32), a.to(torch.float32) / 3), a)
+    m = torch.rand(4, 6) > 0.5
+    check(lambda m: (~m, m | m.flip(1), m ^ m.flip(0), m.logical_not(), m.to(torch.int64) * 5), m)
+
+
+def test_where_and_clamp():
+    x, y = randn(5, 6), randn(5, 6)
+    check(lambda x, y: (torch.where(x > 0, x, y * 2).clamp(-0.5, 0.5), torch.where(x > y, 1.0, 0.0),
+                        x.clamp(min=0.1), torch.where(x < 0, torch.zeros_like(x), x)), x, y)
+
+
+def test_constants_arange_and_scalar_tensors():
+    check(lambda x, s: (x * s + torch.arange(6, device=x.device), torch.full((3, 2), 2.5, device=x.device),
+                        torch.arange(10, dtype=torch.int64, device=x.device) * 3 - 4,
+                        torch.arange(0.0, 2.0, 0.25, device=x.device)), randn(4, 6), torch.tensor(1.5))
+
+
+# --------------------------------------------------------------------------- reductions
+def test_sum_inner_outer_and_full():
+    x = randn(12, 40)
+    check(lambda x: (x.sum(-1), x.sum(0), x.sum(), x.mean(1, keepdim=True)), x)
+
+
+def test_sum_of_3d_over_middle_and_several_dims():
+    x = randn(4, 5, 6)
+    check(lambda x: (x.sum(1), x.sum((0, 2)), x.amax((1, 2))), x)
+
+
+def test_amax_amin_propagate_nan():
+    x = with_nans(9, 13)
+    check(lambda x: (x.amax(-1), x.amin(0), randn_like_zero(x).amax(1)), x)
+
+
+def randn_like_zero(x):
+    return torch.where(torch.isnan(x), torch.zeros_like(x), x)
+
+
+def test_argmax_argmin_first_index_and_nan():
+    x = torch.randint(0, 4, (7, 9)).float()   # many ties: the first index wins
+    check(lambda x: (x.argmax(-1), x.argmin(-1), x.argmax(0), x.argmin(0), x.argmax()), x)
+    check(lambda x: (x.argmax(-1), x.argmin(0)), with_nans(6, 10))
+    check(lambda x: x.argmax(1), torch.randint(-5, 5, (4, 11)))
+
+
+def test_prod_any_and_integer_sums():
+    x = torch.rand(5, 6) + 0.5
+    check(lambda x, i: (x.prod(-1), (x > 1.2).any(-1), (x > 10).any(0), (x > 1).sum(-1), x.to(torch.int64).sum(0),
+                        i.amax(-1), i.amin(0), i.prod(-1), (i > 0).amax(-1)), x, torch.randint(-3, 3, (4, 5)))
+
+
+def test_softmax_and_log_softmax():
+    check(lambda x: (torch.softmax(x, -1), torch.log_softmax(x, 0)), randn(8, 33))
+
+
+def test_layer_norm():
+    x, w, b = randn(6, 48), randn(48), randn(48)
+    check(lambda x, w, b: F.layer_norm(x, (48,), w, b), x, w, b)
+
+
+def test_variance_two_reductions():
+    check(lambda x: (torch.var(x, -1), torch.var_mean(x, 0)), randn(7, 30))
+
+
+def test_looped_reductions():
+    x = randn(3, 5000)
+    c = check(lambda x: (x.sum(-1), x.amax(-1), x.argmax(-1), x.argmin(-1), (x > 3).any(-1)), x, rtol=1e-4, atol=1e-4)
+    assert "for roffset in range(" in c.source()
+
+
+def test_looped_softmax_fuses_into_one_kernel_with_three_loops():
+    x = randn(2, 4500)
+    c = check(lambda x: torch.softmax(x, -1), x, rtol=1e-4, atol=1e-5)
+    if len(c.kernels) == 1:
+        assert c.source().count("for roffset in range") == 3
+
+
+def test_looped_outer_reduction():
+    x = randn(4200, 6)
+    c = check(lambda x: (x.sum(0), x.amax(0)), x, rtol=1e-4, atol=1e-4)
+    assert any(k.is_outer_reduction() for k in c.kernels.values())
+
+
+@pytest.mark.parametrize("n", [300, 5000])
+def test_row_values_reread_after_the_reduction(n):
+    """y is an output (kept in memory) that a later block reads again: persistent kernels
+    reuse the value, looped ones reload it after a barrier."""
+    def fn(a, b, c, d, e):
+        y = a * 2 + b + c + d + e   # reads 5 buffers: stored once, not recomputed per use
+        return y, y / y.sum(-1, keepdim=True), (y - y.amax(-1, keepdim=True)).exp()
+    c = check(fn, *[randn(3, n) for _ in range(5)], rtol=1e-4, atol=1e-5)
+    if n > 4096 and len(c.kernels) == 1:
+        assert "tl.debug_barrier()" in c.source()
+
+
+def test_layer_norm_looped():
+    x, w, b = randn(2, 4400), randn(4400), randn(4400)
+    check(lambda x, w, b: F.layer_norm(x, (4400,), w, b), x, w, b, rtol=1e-4, atol=1e-4)
+
+
+def test_zero_dim_reduction_and_outputs():
+    check(lambda s, x: (s.sum(), s.amax(), s * 2, x.sum()), torch.tensor(2.5), randn(5))
+
+
+# --------------------------------------------------------------------------- dtypes
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_low_precision_computes_in_float32(dtype):
+    x, y = randn(6, 40, dtype=dtype), randn(40, dtype=dtype)
+    c = check(lambda x, y: ((x * y + 1).sum(-1), torch.softmax(x, -1), (x - y).abs().amax(0), x.argmax(-1)), x, y)
+    assert ".to(tl.float32)" in c.source()
+
+
+def test_float64():
+    check(lambda x: (torch.exp(x) * 2).sum(-1), randn(4, 9, dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------- masks and indirection
+def test_cat_and_constant_pad():
+    x, y = randn(3, 4), randn(3, 5)
+    check(lambda x, y: (torch.cat([x, y], 1), torch.cat([x, x * 2], 0)), x, y)
+    check(lambda x: (F.pad(x, (1, 2, 0, 1), value=-1.5), F.pad(x, (2, 2)).sum(-1)), randn(3, 4))
+
+
+def test_gather_embedding_and_negative_indices():
+    x = randn(5, 7)
+    idx = torch.randint(0, 7, (5, 3))
+    check(lambda x, i: torch.gather(x, 1, i), x, idx)
+    w, tokens = randn(11, 6), torch.randint(0, 11, (2, 5))
+    check(lambda w, t: F.embedding(t, w) * 2, w, tokens)
+    neg = torch.tensor([-1, 0, -3, 2])
+    check(lambda x, i: (x[i], x[:, i].sum(0)), x, neg)
+
+
+def test_empty_tensors():
+    # the IR interpreter cannot reduce over empty shapes: compare with eager only
+    check(lambda x: (x + 1, x.sum(-1)), randn(0, 4), interpret=False)
+    check(lambda x: (x.sum(-1), x.prod(-1), (x > 0).any(-1)), randn(3, 0), interpret=False)
+
+
+# --------------------------------------------------------------------------- int64 indexing
+def test_int64_indexing_is_used_for_huge_buffers():
+    x = torch.empty(2**31 + 64, dtype=torch.int8, device="meta")
+    gm = make_fx(_as_tuple(lambda x: x + 1))(x)
+    graph = GraphLowering(gm, [x], Config()).run()
+    with V.set_graph_handler(graph):
+        sched = Scheduler(graph.buffers, graph.output_names(), Config(), graph.graph_inputs.values())
+        group = next(g for g in sched.schedule if isinstance(g, FusedGroup))
+        source = make_kernel(group, sched, Config()).codegen()
+    assert "tl.program_id(0).to(tl.int64)" in source
+
+
+def test_int64_indexing_code_runs():
+    def force_int64(kernel):
+        kernel.max_numel = 2**31
+    c = check(lambda x: (x.t() * 2, x.sum(0), x.argmax(-1)), randn(6, 10), setup=force_int64)
+    assert "to(tl.int64)" in c.source()
+
+
+# --------------------------------------------------------------------------- interface
+def test_plain_ops_handler_interface():
+    """The CppKernel-style entry point: store_body under V.set_ops_handler."""
+    x = randn(4, 6).to(DEVICE)
+    gm = make_fx(_as_tuple(lambda x: (x * 2).sum(-1)))(x)
+    graph = GraphLowering(gm, [x], Config()).run()
+    with V.set_graph_handler(graph):
+        buf = graph.buffers[0]
+        kernel = TritonKernel("kernel0", buf.get_size(), buf.get_reduction_ranges(), Config())
+        with V.set_ops_handler(kernel):
+            buf.store_body(kernel.itervars, kernel.reduction_vars)
+        assert kernel.args.call_names() == ["arg0_1", buf.get_name()]
+        source = kernel.codegen()
+    out = torch.full((4,), float("nan"), device=DEVICE)
+    load_module(source).kernel0(x, out)
+    assert_close(out, (x * 2).sum(-1), "kernel0")
+
+
+def test_unfused_config_still_correct():
+    check(lambda x: torch.softmax(x, -1) * 2, randn(4, 10), config=Config(fusion=False))
