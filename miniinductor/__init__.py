@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import metrics  # noqa: F401
-from .config import Config
+from .config import Config, list_mode_options, list_options  # noqa: F401
 from .debug.explain import explain  # noqa: F401
 from .debug.logs import set_logs
 
@@ -21,18 +21,22 @@ __version__ = "0.1.0"
 
 
 def backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
-    """The torch.compile backend: Dynamo's FX graph in, a compiled callable out."""
+    """The torch.compile backend: Dynamo's FX graph in, a compiled callable out.
+    `torch.compile(m, backend="miniinductor", mode=..., options={...})` lands here;
+    `options` may hold `preset` (see config.PRESETS) besides our option names."""
     from .capture import compile_fx
 
-    if mode not in (None, "default"):
-        raise ValueError(f"mode {mode!r} is not supported yet; valid modes: 'default'")
-    return compile_fx(gm, example_inputs, Config.from_options(options))
+    options = dict(options or {})
+    preset = options.pop("preset", None)
+    return compile_fx(gm, example_inputs, Config.build(mode, options, preset))
 
 
-def compile(model, *, fullgraph=False, **options):
-    """`torch.compile(model, backend=miniinductor)` with our options validated up front."""
-    Config.from_options(options)  # fail fast on a bad option
+def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=False, **options):
+    """`torch.compile(model, backend=miniinductor)` with our options validated up front.
+
+    Precedence: explicit `**options` over `mode` over `preset` (see config.py)."""
+    Config.build(mode, options, preset)  # fail fast on a bad mode, preset or option
 
     def configured_backend(gm, example_inputs):
-        return backend(gm, example_inputs, options=options)
-    return torch.compile(model, backend=configured_backend, dynamic=False, fullgraph=fullgraph)
+        return backend(gm, example_inputs, mode=mode, options={**options, "preset": preset})
+    return torch.compile(model, backend=configured_backend, dynamic=dynamic, fullgraph=fullgraph)

@@ -169,6 +169,12 @@ def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
         trace_compiled_graph(compiled, trace_root, fx_graph_module=dynamo_gm)
     call = compiled.call
     call._boxed_call = True
+    if config.cudagraphs:
+        if compiled.graph.current_device().type == "cuda":
+            from .runtime.cudagraphs import cudagraphify
+            call = cudagraphify(compiled.call)
+        else:
+            log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)
     call.compiled_graph = compiled
     _last_compiled.append(compiled)
     del _last_compiled[:-8]

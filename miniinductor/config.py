@@ -1,14 +1,36 @@
 """Compiler options: one frozen dataclass, passed explicitly to every phase.
 
 Mirrors `torch/_inductor/config.py`, minus the module of mutable globals: a `Config` is
-built once per `compile()` call (from keyword options) and handed down; nothing reads
-global state. `Config.from_options({...})` rejects unknown names and lists close matches.
+built once per `compile()` call and handed down; nothing reads global state.
+
+Where an option's value comes from, strongest first:
+  1. explicit options     `options={"fusion": False}` / `miniinductor.compile(fn, fusion=False)`
+  2. top-level flags      `mode="reduce-overhead"` (see MODES), `freezing=...`
+  3. a named preset       `preset="no_fusion"` (see PRESETS)
+  4. the defaults below
+`Config.build(...)` applies that order and rejects unknown names, listing close matches.
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
 import os
+
+#: what each torch.compile mode sets (as in `torch._inductor.list_mode_options()`)
+MODES = {
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"max_autotune": True, "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"max_autotune": True},
+}
+
+#: named groups of options
+PRESETS = {
+    "cudagraphs": {"cudagraphs": True},
+    "max_autotune": {"max_autotune": True},
+    "aten": {"fallback_all": True},
+    "no_fusion": {"fusion": False},
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +39,10 @@ class Config:
     "Code generator for CPU tensors: 'cpp' (C++/OpenMP) or 'triton' (run by Triton's interpreter)."
     cxx: str = dataclasses.field(default_factory=lambda: os.environ.get("CXX", "g++"))
     "C++ compiler to build CPU kernels with (default: $CXX or g++)."
+    cudagraphs: bool = False
+    "Record each GPU graph's kernel launches in a CUDA graph once and replay it (mode reduce-overhead)."
+    max_autotune: bool = False
+    "Time a few block sizes per Triton kernel on first launch and keep the fastest (GPU)."
     trace: str | None = None
     "Folder to write a trace of every compiled graph into (also: $MINIINDUCTOR_TRACE)."
     fallback_all: bool = False
@@ -33,6 +59,30 @@ class Config:
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
 
     @classmethod
+    def field_help(cls) -> dict[str, tuple[object, str]]:
+        """name → (default, one-line help), read from the attribute docstrings above."""
+        import ast
+        import inspect
+        tree = ast.parse(inspect.getsource(cls))
+        body = tree.body[0].body
+        helps = {}
+        for stmt, nxt in zip(body, body[1:]):
+            if isinstance(stmt, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
+                helps[stmt.target.id] = nxt.value.value
+        defaults = cls()
+        return {f.name: (getattr(defaults, f.name), helps.get(f.name, "")) for f in dataclasses.fields(cls)}
+
+    @classmethod
+    def build(cls, mode: str | None = None, options: dict | None = None, preset: str | None = None) -> "Config":
+        """Preset, then mode, then explicit options, each overriding the one before."""
+        values: dict = {}
+        if preset is not None:
+            values.update(_lookup("preset", preset, PRESETS))
+        values.update(_lookup("mode", mode or "default", MODES))
+        values.update(options or {})
+        return cls.from_options(values)
+
+    @classmethod
     def from_options(cls, options: dict | None = None) -> "Config":
         options = dict(options or {})
         names = [f.name for f in dataclasses.fields(cls)]
@@ -45,3 +95,22 @@ class Config:
         if config.cpu_backend not in ("cpp", "triton"):
             raise ValueError(f"cpu_backend must be one of 'cpp', 'triton'; got {config.cpu_backend!r}")
         return config
+
+
+def _lookup(kind, name, table):
+    if name not in table:
+        close = difflib.get_close_matches(name, table, n=2)
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        raise ValueError(f"unknown {kind} {name!r}{hint}; valid: {', '.join(table)}")
+    return table[name]
+
+
+def list_mode_options(mode: str | None = None) -> dict:
+    """What each mode sets (or one mode's settings), like torch._inductor.list_mode_options."""
+    return dict(MODES) if mode is None else dict(_lookup("mode", mode, MODES))
+
+
+def list_options() -> str:
+    """Every option with its default and one-line help, as a printable table."""
+    rows = [f"{name:26s} {default!r:12s} {text}" for name, (default, text) in Config.field_help().items()]
+    return "\n".join([f"{'option':26s} {'default':12s} help"] + rows)

@@ -56,7 +56,7 @@ from sympy.printing.str import StrPrinter
 
 from ..ir.indexing import index_vars, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.triton_runtime import HELPERS, PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, tile_sizes
+from ..runtime.triton_runtime import HELPERS, PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2, tile_sizes
 from ..virtualized import V
 from .common import CSE, IndentedBuffer, KernelArgs
 from .cpp import MissingStore
@@ -665,6 +665,19 @@ class TritonKernel:
         votes = [(xs == 1 and rs != 1) - (rs == 1) for xs, rs in self.load_strides]
         return sum(votes) > 0
 
+    def autotune_candidates(self, blocks) -> list[dict]:
+        """With max_autotune: block sizes to time for pointwise and persistent-reduction
+        kernels (a looped reduction's RBLOCK is baked into its loop, so it is not tuned)."""
+        if not getattr(self.config, "max_autotune", False) or self.tiled or (self.is_reduction and not self.persistent):
+            return [blocks]
+        top = next_power_of_2(max(self.xnumel, 1))
+        rblock = blocks.get("RBLOCK", 1)
+        xblocks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
+                   if x <= top and 128 <= x * rblock <= 16384] or [blocks["XBLOCK"]]
+        found = [dict(blocks, XBLOCK=x, num_warps=w) for x in xblocks for w in (2, 4, 8, 16)
+                 if w * 32 <= max(x * rblock // 2, 64)]
+        return found or [blocks]
+
     def block_sizes(self) -> dict:
         """XBLOCK (and RBLOCK) and num_warps: runtime/triton_runtime.py's heuristic."""
         if self.tiled:
@@ -709,7 +722,8 @@ class TritonKernel:
         rblock = self.block_sizes().get("RBLOCK")
         code = IndentedBuffer()
         code.writelines(["import triton", "import triton.language as tl",
-                         "from miniinductor.runtime.triton_runtime import libdevice"])
+                         "from miniinductor.runtime.triton_runtime import autotune, cdiv, libdevice",
+                         "_best = []  # the block sizes max_autotune picked"])
         for helper in sorted(self.helpers):
             code.splice(HELPERS[helper])
         code.writelines(["", "", "@triton.jit"])
@@ -753,6 +767,15 @@ class TritonKernel:
         lines = [f"def {self.name}({', '.join(ptrs)}):", f'    """{kind}: {sizes}; takes the tensors of {self.args.call_names()}"""']
         if self.xnumel == 0 or (self.tiled and self.rnumel == 0):
             return lines + ["    return  # nothing to compute"]
+        candidates = self.autotune_candidates(blocks)
+        if len(candidates) > 1:  # max_autotune: time each once, on the real tensors, keep the best
+            args = ", ".join(ptrs)
+            launch = f"{self.kernel_name()}[(cdiv({self.xnumel}, c['XBLOCK']),)]({args}, **c)"
+            return lines + [
+                f"    if not _best: _best.append(autotune(lambda c: {launch}, {candidates!r}, {ptrs[0]}.is_cuda))",
+                "    c = _best[0]",
+                f"    {launch}",
+            ]
         grid = [cdiv(self.xnumel, blocks["XBLOCK"])] + ([cdiv(self.rnumel, blocks["RBLOCK"])] if self.tiled else [])
         kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
         grid_text = f"({grid[0]},)" if len(grid) == 1 else f"({grid[0]}, {grid[1]})"

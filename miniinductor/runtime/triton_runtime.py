@@ -76,6 +76,24 @@ def tile_sizes(xnumel: int, rnumel: int) -> dict:
     return {"XBLOCK": min(64, next_power_of_2(max(xnumel, 1))), "RBLOCK": rblock, "num_warps": 4}
 
 
+def autotune(launch, candidates: list[dict], on_gpu: bool = True) -> dict:
+    """Time `launch(config)` for each candidate block configuration; return the fastest.
+    (Kernels only write their outputs from their inputs, so launching them again is safe.)
+    On the CPU (the interpreter) timings mean nothing: the first candidate is taken."""
+    if not on_gpu or len(candidates) == 1:
+        return candidates[0]
+    from triton.testing import do_bench
+    timings = []
+    for config in candidates:
+        try:
+            timings.append((do_bench(lambda: launch(config), warmup=5, rep=20), config))
+        except Exception:  # e.g. too many registers for this block: not a candidate
+            continue
+    if not timings:
+        raise RuntimeError(f"max_autotune: no block configuration of {len(candidates)} could launch")
+    return min(timings, key=lambda t: t[0])[1]
+
+
 # --------------------------------------------------------------------------- helpers
 #: small @triton.jit functions a kernel may call; each generated module includes the ones
 #: its kernel uses (so the module is self-contained and readable on its own). Kernels call
@@ -196,7 +214,7 @@ class InterpreterLibdevice:
     }
 
     def __getattr__(self, name):
-        fn = self._TORCH.get(name)
+        fn = self._TORCH.get(name) or getattr(torch.special, name, None) or getattr(torch, name, None)
         if fn is None:
             raise AttributeError(f"libdevice.{name} has no interpreter implementation")
 

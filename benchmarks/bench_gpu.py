@@ -1,0 +1,169 @@
+"""GPU benchmark: eager vs miniinductor (Triton) vs Inductor, in one run, on one GPU.
+
+    python benchmarks/bench_gpu.py [--quick] [--out results.json]
+
+For each workload: time per call (median of `triton.testing.do_bench`), the speed-up
+against eager, the ratio of our time to Inductor's, and for memory-bound rows the
+achieved bandwidth (the bytes the graph must move at least) against the device's copy
+bandwidth measured in the same run. First-call compile time (cold caches) is reported
+per workload. Prints a markdown table; `--out` also writes JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("MINIINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mi_cache_"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ind_cache_"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
+
+import miniinductor  # noqa: E402
+from miniinductor.models import GPT2Block  # noqa: E402
+
+
+def chain(x, a):
+    return F.gelu(x * a + 1) * torch.sigmoid(x) - torch.tanh(a)
+
+
+def layer_norm(x, w, b):
+    return F.layer_norm(x, x.shape[-1:], w, b)
+
+
+def softmax(x):
+    return torch.softmax(x, -1)
+
+
+def rms_residual(x, r, w):
+    h = x + r
+    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w, h
+
+
+def colsum_rowmax(x):
+    return x.sum(0), x.amax(1)
+
+
+def nbytes(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def workloads(quick: bool, dtype):
+    d = "cuda"
+    n = 16 * 2**20
+    x, a = torch.randn(n, device=d, dtype=dtype), torch.randn(n, device=d, dtype=dtype)
+    m = torch.randn(8192, 4096, device=d, dtype=dtype)
+    w, b = torch.randn(4096, device=d, dtype=dtype), torch.randn(4096, device=d, dtype=dtype)
+    r = torch.randn_like(m)
+    big = torch.randn(16384, 4096, device=d, dtype=dtype)
+    esz = m.element_size()
+    return {
+        "pointwise chain 16M": (chain, (x, a), 3 * n * esz),
+        "layer norm 8192x4096": (layer_norm, (m, w, b), 2 * m.numel() * esz),
+        "softmax 8192x4096": (softmax, (m,), 2 * m.numel() * esz),
+        "RMSNorm + residual": (rms_residual, (m, r, w), 4 * m.numel() * esz),
+        "colsum + rowmax 16384x4096": (colsum_rowmax, (big,), big.numel() * esz),
+    }
+
+
+def model_workloads(quick: bool):
+    torch.manual_seed(0)
+    block = GPT2Block(768, 12).cuda().eval()
+    x = torch.randn(8, 512, 768, device="cuda")
+    train_block = GPT2Block(768, 12).cuda()
+    xt = torch.randn(8, 256, 768, device="cuda", requires_grad=True)
+
+    def fwd(fn):
+        with torch.no_grad():
+            return fn(x)
+
+    def fwd_bwd(fn):
+        out = fn(xt)
+        out.sum().backward()
+        return out
+    return {"GPT-2 block fwd B8 T512 d768": (block, fwd), "GPT-2 block fwd+bwd T256": (train_block, fwd_bwd)}
+
+
+def compile_timed(fn, backend, args):
+    torch._dynamo.reset()
+    compiled = miniinductor.compile(fn) if backend == "miniinductor" else torch.compile(fn)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    compiled(*args)
+    torch.cuda.synchronize()
+    return compiled, time.perf_counter() - t0
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out")
+    opts = parser.parse_args()
+    rows = []
+    src = torch.empty(256 * 2**20 // 4, device="cuda")
+    dst = torch.empty_like(src)
+    copy_ms = do_bench(lambda: dst.copy_(src))
+    copy_bw = 2 * nbytes(src) / copy_ms / 1e9
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_bw:.0f} GB/s")
+    for dtype in (torch.float32, torch.bfloat16):
+        for name, (fn, args, min_bytes) in workloads(opts.quick, dtype).items():
+            row = {"workload": f"{name} {str(dtype)[6:]}"}
+            eager_ms = do_bench(lambda: fn(*args))
+            for backend in ("miniinductor", "inductor"):
+                try:
+                    compiled, compile_s = compile_timed(fn, backend, args)
+                    got, want = compiled(*args), fn(*args)
+                    tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
+                    torch.testing.assert_close(got, want, **tol)
+                    ms = do_bench(lambda: compiled(*args))
+                    row[backend] = {"ms": ms, "x_eager": eager_ms / ms, "bw_frac": min_bytes / ms / 1e9 / copy_bw,
+                                    "compile_s": compile_s}
+                except Exception as exc:  # a failing backend is a row, not a crash
+                    row[backend] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            row["eager_ms"] = eager_ms
+            rows.append(row)
+            print(json.dumps(row))
+    for name, (module, run) in model_workloads(opts.quick).items():
+        row = {"workload": name}
+        eager_ms = do_bench(lambda: run(module))
+        for backend in ("miniinductor", "inductor"):
+            try:
+                torch._dynamo.reset()
+                compiled = miniinductor.compile(module) if backend == "miniinductor" else torch.compile(module)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                run(compiled)
+                torch.cuda.synchronize()
+                compile_s = time.perf_counter() - t0
+                ms = do_bench(lambda: run(compiled))
+                row[backend] = {"ms": ms, "x_eager": eager_ms / ms, "compile_s": compile_s}
+            except Exception as exc:
+                row[backend] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        row["eager_ms"] = eager_ms
+        rows.append(row)
+        print(json.dumps(row))
+    print("\n| workload | eager ms | mini ms | Inductor ms | mini x eager | mini/Inductor time | mini % copy bw | Inductor % copy bw | compile s mini / Inductor |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        mi, ind = row.get("miniinductor", {}), row.get("inductor", {})
+        if "error" in mi or "error" in ind:
+            print(f"| {row['workload']} | {row['eager_ms']:.3f} | {mi.get('error', '')} | {ind.get('error', '')} |")
+            continue
+        bw = lambda r: f"{100 * r['bw_frac']:.0f}%" if "bw_frac" in r else "-"  # noqa: E731
+        print(f"| {row['workload']} | {row['eager_ms']:.3f} | {mi['ms']:.3f} | {ind['ms']:.3f} | {mi['x_eager']:.2f} | "
+              f"{mi['ms'] / ind['ms']:.2f} | {bw(mi)} | {bw(ind)} | {mi['compile_s']:.1f} / {ind['compile_s']:.1f} |")
+    if opts.out:
+        Path(opts.out).write_text(json.dumps({"copy_gbs": copy_bw, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Everything that needs a GPU, in one go: the Triton tests on CUDA, the common template on
+# CUDA, the GPU-only tests (models, modes), then the GPU benchmark. Run from the repo root:
+#     bash benchmarks/gpu_suite.sh [OUTDIR]
+set -uo pipefail
+out=${1:-gpu_results}
+mkdir -p "$out"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
+python -m pytest -q -p no:cacheprovider tests/test_triton.py tests/test_gpu.py \
+    "tests/test_common_targets.py" -k "not cpu-triton" 2>&1 | tee "$out/gpu_tests.log" | tail -25
+python benchmarks/bench_gpu.py --out "$out/bench_gpu.json" 2>&1 | tee "$out/bench_gpu.log" | tail -30

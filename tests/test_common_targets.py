@@ -1,0 +1,28 @@
+"""The common test template on the other targets: Triton kernels on the CPU (through
+Triton's interpreter, so CI checks the Triton code generator without a GPU) and, when a
+GPU is present, Triton kernels on CUDA with inputs moved there. Same cases, same checks
+(`conftest.check`), against eager on the same device."""
+import pytest
+import torch
+from torch.utils._pytree import tree_map
+
+from conftest import USING_MINIINDUCTOR, check, compile_fn
+from test_common import CASES
+
+TARGETS = [("cpu", {"cpu_backend": "triton"})]
+if torch.cuda.is_available():
+    TARGETS.append(("cuda", {}))
+
+pytestmark = pytest.mark.skipif(not USING_MINIINDUCTOR, reason="targets are miniinductor options")
+
+
+def to_device(args, device):
+    return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, args)
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=[t[0] + "-triton" for t in TARGETS])
+@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+def test_case_on_target(c, target):
+    device, options = target
+    args = to_device(c.make_inputs(), device)
+    check(c.fn, *args, rtol=c.rtol, atol=c.atol, compiled=compile_fn(c.fn, **options))
