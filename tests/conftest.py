@@ -14,6 +14,7 @@ without it, set ``MINIINDUCTOR_TEST_BACKEND`` to another Dynamo backend
 
 from __future__ import annotations
 
+import json
 import os
 import zlib
 
@@ -24,6 +25,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 BACKEND = os.environ.get("MINIINDUCTOR_TEST_BACKEND", "miniinductor")
 USING_MINIINDUCTOR = BACKEND == "miniinductor"
+# Extra miniinductor options for every compile, as JSON, so the same template
+# runs on every target, e.g. MINIINDUCTOR_TEST_OPTIONS='{"cpu_backend": "triton"}'
+# or '{"fusion": false}'.
+TEST_OPTIONS = json.loads(os.environ.get("MINIINDUCTOR_TEST_OPTIONS") or "{}")
 
 requires_miniinductor = pytest.mark.skipif(
     not USING_MINIINDUCTOR,
@@ -61,7 +66,7 @@ def compile_fn(fn, **options):
     if USING_MINIINDUCTOR:
         import miniinductor
 
-        return miniinductor.compile(fn, **options)
+        return miniinductor.compile(fn, **{**TEST_OPTIONS, **options})
     return torch.compile(fn, backend=BACKEND, dynamic=False, **options)
 
 

@@ -25,7 +25,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from conftest import USING_MINIINDUCTOR, compile_fn, metrics, requires_miniinductor
+from conftest import USING_MINIINDUCTOR, compile_fn, metrics
 
 try:
     from miniinductor.models import MLP, GPT2Block

@@ -119,6 +119,8 @@ class GraphLowering(torch.fx.Interpreter):
         if not isinstance(value, torch.Tensor):
             return value
         name = f"const_{target.replace('.', '_')}"
+        if value.dim() == 0 and value.device != self._device:
+            value = value.to(self._device)  # a scalar constant (e.g. `y[...] = 0.5`) joins the graph's device
         self.constants[name] = value
         buf = InputBuffer(name, Layout(value.device, value.dtype, list(value.shape), list(value.stride())))
         self.graph_inputs[name] = buf
