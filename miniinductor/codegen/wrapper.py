@@ -33,6 +33,8 @@ def pyrepr(value) -> str:
         return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
     if isinstance(value, torch.dtype):
         return str(value)
+    if isinstance(value, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
+        return op_path(value)
     if isinstance(value, torch.device):
         return f"torch.device({str(value)!r})"
     if isinstance(value, (torch.layout, torch.memory_format)):
@@ -45,10 +47,12 @@ def pyrepr(value) -> str:
 
 
 def op_path(op) -> str:
-    namespace = getattr(op, "namespace", None)
-    if namespace is None:
-        return f"{op.__module__}.{op.__name__}"
-    return f"torch.ops.{namespace}.{op._opname}.{op._overloadname}"
+    """How the wrapper names an op: torch.ops.aten.mm.default, torch.ops.higher_order.X."""
+    if isinstance(op, torch._ops.OpOverload):
+        return f"torch.ops.{op.namespace}.{op._opname}.{op._overloadname}"
+    if isinstance(op, torch._ops.HigherOrderOperator):
+        return f"torch.ops.higher_order.{op.name()}"
+    return f"{op.__module__}.{op.__name__}"
 
 
 def _names_in(value) -> list[str]:

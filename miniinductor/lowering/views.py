@@ -32,6 +32,8 @@ def reshape(x, new_size):
     old = x.get_size()
     if list(old) == list(new_size):
         return x
+    if 0 in old or 0 in new_size:  # nothing is ever loaded from an empty tensor
+        return View(x, new_size, lambda index: [sympy.Integer(0)] * len(old))
     new_strides = [1] * len(new_size)
     for k in range(len(new_size) - 2, -1, -1):
         new_strides[k] = new_strides[k + 1] * new_size[k + 1]
@@ -202,6 +204,8 @@ def gather(x, dim, index, sparse_grad=False):
 @register_lowering(aten.index_select)
 def index_select(x, dim, index):
     size = x.get_size()
+    if not size:
+        raise NotImplementedError("index_select on a 0-d tensor")
     dim = dim % max(len(size), 1)
     load = x.make_loader()
 
