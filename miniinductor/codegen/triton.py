@@ -95,13 +95,20 @@ class TritonPrinter(StrPrinter):
     """Prints SymPy index expressions as Triton/Python: FloorDiv → `//`, ModularIndexing →
     `// %`. Indices are non-negative, so Triton's truncating `//` is floor division."""
 
+    def _operand(self, expr) -> str:
+        """An operand of `//` or `%`: parenthesized unless it is a symbol or a number
+        (`ModularIndexing(i1 + 1, 1, 2)` is `((i1 + 1) % 2)`, not `(i1 + 1 % 2)`)."""
+        text = self._print(expr)
+        atom = expr.is_Symbol or (expr.is_Integer and int(expr) >= 0) or type(expr).__name__ in ("FloorDiv", "ModularIndexing")
+        return text if atom else f"({text})"
+
     def _print_FloorDiv(self, expr):
-        return f"({self._print(expr.args[0])} // {self._print(expr.args[1])})"
+        return f"({self._operand(expr.args[0])} // {self._operand(expr.args[1])})"
 
     def _print_ModularIndexing(self, expr):
-        base, div, mod = (self._print(a) for a in expr.args)
-        inner = base if div == "1" else f"({base} // {div})"
-        return f"({inner} % {mod})"
+        base, div, mod = expr.args
+        inner = self._operand(base) if div == 1 else f"({self._operand(base)} // {self._operand(div)})"
+        return f"({inner} % {self._operand(mod)})"
 
     def _print_Pow(self, expr):
         base, exp = expr.args

@@ -245,6 +245,38 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+_interpreter_patched = False
+
+
+def patch_interpreter_comparisons():
+    """Work around a Triton interpreter bug (seen in 3.x): a comparison's result holds
+    NumPy bools but is labelled with its operands' type (int64, float32...). Harmless
+    for a block, but a 0-d one (a condition on constants or on a scalar load: `tmp1 >=
+    tmp2` with `tmp1 = tl.full([], 1, tl.int64)`) is *splatted* into a block by the
+    label's type, so `xmask & tmp3` turns into int64/int32 data and `tl.load(..., mask)`
+    fails with "mask has unsupported dtype". Compiled kernels are unaffected. Relabel the
+    results tl.int1, as the compiler types them; idempotent."""
+    global _interpreter_patched
+    if _interpreter_patched:
+        return
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpreterBuilder, TensorHandle
+
+    def relabelled(create):
+        def compare(self, lhs, rhs):
+            out = create(self, lhs, rhs)
+            if out.dtype != tl.int1 and np.asarray(out.data).dtype == np.bool_:
+                out = TensorHandle(out.data, tl.int1)
+            return out
+        return compare
+
+    for name in dir(InterpreterBuilder):
+        if name.startswith(("create_icmp", "create_fcmp")):
+            setattr(InterpreterBuilder, name, relabelled(getattr(InterpreterBuilder, name)))
+    _interpreter_patched = True
+
+
 def cache_dir():
     from .cpp_builder import cache_dir as _cache_dir
     return _cache_dir()
@@ -269,6 +301,8 @@ def load_module(source: str, prefix: str = "triton", interpret: bool | None = No
                 del os.environ["TRITON_INTERPRET"]
             else:
                 os.environ["TRITON_INTERPRET"] = saved
+    if interpreting():
+        patch_interpreter_comparisons()
     key = hashlib.sha256(source.encode()).hexdigest()[:32]
     mode_key = f"{key}:{int(interpreting())}"
     if mode_key in _loaded:
