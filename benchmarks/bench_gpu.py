@@ -90,7 +90,18 @@ def model_workloads(quick: bool):
         out = fn(xt)
         out.sum().backward()
         return out
-    return {"GPT-2 block fwd B8 T512 d768": (block, fwd), "GPT-2 block fwd+bwd T256": (train_block, fwd_bwd)}
+    layers = []
+    for _ in range(6):
+        layers += [torch.nn.Linear(256, 256), torch.nn.ReLU()]
+    mlp = torch.nn.Sequential(*layers).cuda().eval()
+    xm = torch.randn(1, 256, device="cuda")
+
+    def mlp_fwd(fn):
+        with torch.no_grad():
+            return fn(xm)
+    return {"GPT-2 block fwd B8 T512 d768": (block, fwd, None),
+            "GPT-2 block fwd+bwd T256": (train_block, fwd_bwd, None),
+            "6-layer 256-wide MLP, batch 1, reduce-overhead": (mlp, mlp_fwd, "reduce-overhead")}
 
 
 def compile_timed(fn, backend, args):
@@ -132,13 +143,14 @@ def main():
             row["eager_ms"] = eager_ms
             rows.append(row)
             print(json.dumps(row))
-    for name, (module, run) in model_workloads(opts.quick).items():
+    for name, (module, run, mode) in model_workloads(opts.quick).items():
         row = {"workload": name}
         eager_ms = do_bench(lambda: run(module))
         for backend in ("miniinductor", "inductor"):
             try:
                 torch._dynamo.reset()
-                compiled = miniinductor.compile(module) if backend == "miniinductor" else torch.compile(module)
+                compiled = (miniinductor.compile(module, mode=mode) if backend == "miniinductor"
+                            else torch.compile(module, mode=mode))
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
                 run(compiled)
