@@ -21,6 +21,7 @@ import operator
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .. import metrics
 from ..ir.nodes import (SUPPORTED_DTYPES, Buffer, ComputedBuffer, ExternKernel, InputBuffer, IRNode,
@@ -120,7 +121,10 @@ class GraphLowering(torch.fx.Interpreter):
             return value
         name = f"const_{target.replace('.', '_')}"
         if value.dim() == 0 and value.device != self._device:
-            value = value.to(self._device)  # a scalar constant (e.g. `y[...] = 0.5`) joins the graph's device
+            # a scalar constant (e.g. `y[...] = 0.5`) joins the graph's device -- as a real
+            # tensor, not a fake one: AOTAutograd calls us inside its fake mode
+            with unset_fake_temporarily():
+                value = value.to(self._device)
         self.constants[name] = value
         buf = InputBuffer(name, Layout(value.device, value.dtype, list(value.shape), list(value.stride())))
         self.graph_inputs[name] = buf
