@@ -35,7 +35,7 @@ from miniinductor.codegen.cpp import MissingStore  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_graph  # noqa: E402
-from miniinductor.ir.nodes import ExternKernel, MultiOutput, ReinterpretView  # noqa: E402
+from miniinductor.ir.nodes import MultiOutput, ReinterpretView  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup, Scheduler  # noqa: E402

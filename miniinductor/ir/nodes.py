@@ -21,7 +21,7 @@ fixed (inputs, outputs, externs) or contiguous; sizes are ints (no dynamic shape
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Callable
 
 import sympy
 import torch

@@ -260,6 +260,4 @@ def arange(*args, **kwargs):
 def prims_div(a, b):
     """prims.div truncates for integers and divides exactly for floats."""
     compute, out = promote((a, b), KIND.DEFAULT)
-    if compute.is_floating_point:
-        return make_pointwise(getattr_op("truediv"), (a, b), compute, out)
-    return make_pointwise(getattr_op("truediv"), (a, b), compute, out)
+    return make_pointwise(getattr_op("truediv"), (a, b), compute, out)  # ops.truediv is C's `/`

@@ -16,9 +16,9 @@ import sympy
 import torch
 
 from ..ir.indexing import FloorDiv, ModularIndexing
-from ..ir.nodes import Pointwise, StorageBox, View, strided_view_of, unwrap_buffer
+from ..ir.nodes import Pointwise, StorageBox, View, strided_view_of
 from ..virtualized import V, ops
-from .pointwise import broadcast_shapes, expand_to, is_ir, promote
+from .pointwise import broadcast_shapes, expand_to, promote
 from .registry import aten, prims, register_lowering
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 
@@ -289,8 +289,6 @@ def select_scatter(base, src, dim, idx):
         return ops.where(hit, load_src(list(index[:dim]) + list(index[dim + 1:])), load_base(index))
     return StorageBox(Pointwise(base.get_device(), base.get_dtype(), inner_fn, list(size)))
 
-
-__all__ = ["reshape", "is_ir", "unwrap_buffer"]
 
 
 @register_lowering(aten.split_with_sizes, aten.split)
