@@ -74,6 +74,11 @@ class GraphLowering(torch.fx.Interpreter):
         val = self._node.meta.get("val") if self._node is not None else None
         return val if isinstance(val, torch.Tensor) else None
 
+    def current_input_node(self, k: int):
+        """The FX node of the current node's k-th argument (None if it is not a node)."""
+        arg = self._node.args[k] if self._node is not None and k < len(self._node.args) else None
+        return arg if isinstance(arg, torch.fx.Node) else None
+
     def current_device(self):
         return self._device
 

@@ -93,7 +93,7 @@ def register_pointwise(aten_op, name=None, kind=KIND.DEFAULT, compute_in_input_d
     return lower
 
 
-for _name in ("neg abs floor ceil trunc sign relu bitwise_not bitwise_and bitwise_or bitwise_xor "
+for _name in ("neg abs floor ceil trunc sign bitwise_not bitwise_and bitwise_or bitwise_xor "
               "maximum minimum fmod copysign").split():
     register_pointwise(getattr(aten, _name), _name)
 for _name in ("exp exp2 expm1 log log2 log10 log1p sqrt rsqrt sin cos tan asin acos atan sinh cosh "
@@ -261,3 +261,51 @@ def prims_div(a, b):
     """prims.div truncates for integers and divides exactly for floats."""
     compute, out = promote((a, b), KIND.DEFAULT)
     return make_pointwise(getattr_op("truediv"), (a, b), compute, out)  # ops.truediv is C's `/`
+
+
+#: _addmm_activation's GELU: exact (erf) on the CPU, the tanh approximation on CUDA
+_ADDMM_GELU = {"cpu": "none", "cuda": "tanh"}
+
+
+def _as_addmm_epilogue(x, activation: str):
+    """`gelu(addmm(b, x, w))` / `relu(...)` with no other reader of the addmm: let the BLAS
+    call apply the activation (aten._addmm_activation), as Inductor does, instead of a
+    separate pass over the result. Returns the rewritten extern buffer, or None."""
+    from ..ir.nodes import ExternKernel
+    producer = V.graph.current_input_node(0)
+    if (not isinstance(x, ExternKernel) or x.op is not aten.addmm.default or producer is None
+            or len(producer.users) != 1 or x.kwargs):
+        return None
+    if activation != "relu" and _ADDMM_GELU.get(x.get_device().type) != activation:
+        return None
+    x.op = aten._addmm_activation.default
+    x.kwargs = {"use_gelu": activation != "relu"}
+    x.origins.append(str(V.graph.current_target()))
+    return x
+
+
+@register_lowering(aten.gelu)
+def gelu(x, approximate="none"):
+    fused = _as_addmm_epilogue(x, approximate)
+    if fused is not None:
+        return fused
+    compute = torch.float32 if x.get_dtype() in (torch.float16, torch.bfloat16) else x.get_dtype()
+
+    def fn(v):
+        half = ops.mul(v, ops.constant(0.5, compute))
+        if approximate == "tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+            cube = ops.mul(ops.mul(v, v), v)
+            inner = ops.mul(ops.constant(0.7978845608028654, compute),
+                            ops.add(v, ops.mul(ops.constant(0.044715, compute), cube)))
+            return ops.mul(half, ops.add(ops.constant(1.0, compute), ops.tanh(inner)))
+        return ops.mul(half, ops.add(ops.constant(1.0, compute),
+                                     ops.erf(ops.mul(v, ops.constant(0.7071067811865476, compute)))))
+    return make_pointwise(fn, (x,), compute, x.get_dtype(), size=x.get_size())
+
+
+@register_lowering(aten.relu)
+def relu(x):
+    fused = _as_addmm_epilogue(x, "relu")
+    if fused is not None:
+        return fused
+    return make_pointwise(getattr_op("relu"), (x,), x.get_dtype(), size=x.get_size())
