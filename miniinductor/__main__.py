@@ -139,7 +139,8 @@ def load_user_function(target: str):
         defined = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
                    and getattr(v, "__module__", None) == module.__name__]
         close = difflib.get_close_matches(name, defined, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else f" (it defines: {', '.join(defined) or 'nothing'})"
+        hint = (f"; did you mean {', '.join(close)}?" if close
+                else f" (it defines: {', '.join(defined) or 'nothing'})")
         raise CLIError(f"{path} has no function {name!r}{hint}")
     fn = getattr(module, name)
     if isinstance(fn, type):
@@ -212,12 +213,32 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
+def print_summary(name, inputs, result, error: float) -> None:
+    """Per graph: nodes → kernels + extern calls, bytes, memory; each kernel; fusion counts."""
+    from miniinductor.debug.fusion_graph import human_bytes
+
+    shapes = ", ".join(str(list(x.shape)) for x in inputs if hasattr(x, "shape"))
+    print(f"miniinductor explain {name}: {_n(len(result.graphs), 'graph')}, inputs {shapes}")
+    for cg in result.graphs:
+        n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
+        moved = human_bytes(sum(cg.kernel_bytes.values()))
+        peak = human_bytes(cg.plan.peak_bytes if cg.plan else 0)
+        print(f"graph {cg.graph.name}: {_n(len(cg.scheduler.nodes), 'node')} before fusion -> "
+              f"{_n(len(cg.kernels), 'kernel')} + {_n(n_ext, 'extern call')}; kernels move {moved}; "
+              f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
+        for k in (k for k in result.kernels if k.graph == cg.graph.name):
+            origins = ", ".join(k.origins) or "?"
+            print(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
+    fused = sum(d.fused for d in result.decisions)
+    print(f"fusion: {_n(fused, 'pair')} fused, {len(result.decisions) - fused} not fused (the report says why)")
+    print(f"max abs error vs eager: {error:.3e}")
+
+
 def explain_command(args) -> int:
     import torch
 
     import miniinductor
     from miniinductor.debug.compare import compare, max_abs_error
-    from miniinductor.debug.fusion_graph import human_bytes
 
     name, fn, inputs = resolve_target(args)
     for out in ([] if args.no_trace else [Path(args.trace)]) + [Path(args.report).parent]:
@@ -244,20 +265,9 @@ def explain_command(args) -> int:
             else:
                 result, timings = miniinductor.explain(fn, *inputs, **options), None
         except Exception as exc:
-            raise CLIError(f"compiling {name} failed: {_one_line(exc)}") from exc
+            raise CLIError(f"compiling {name} failed: {_one_line(exc)} (--traceback shows where)") from exc
 
-    print(f"miniinductor explain {name}: {_n(len(result.graphs), 'graph')}, inputs "
-          + ", ".join(f"{list(x.shape)}" for x in inputs if isinstance(x, torch.Tensor)))
-    for cg in result.graphs:
-        n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
-        print(f"graph {cg.graph.name}: {_n(len(cg.scheduler.nodes), 'node')} before fusion -> "
-              f"{_n(len(cg.kernels), 'kernel')} + {_n(n_ext, 'extern call')}; kernels move {human_bytes(sum(cg.kernel_bytes.values()))}; "
-              f"planned peak {human_bytes(cg.plan.peak_bytes if cg.plan else 0)} vs eager {human_bytes(cg.eager_peak)}")
-        for k in (k for k in result.kernels if k.graph == cg.graph.name):
-            print(f"  {k.name}: {', '.join(k.buffers)} <- {', '.join(k.origins) or '?'} ({human_bytes(k.bytes_moved)})")
-    fused = sum(d.fused for d in result.decisions)
-    print(f"fusion: {_n(fused, 'pair')} fused, {len(result.decisions) - fused} not fused (the report says why)")
-    print(f"max abs error vs eager: {max_abs_error(result.outputs, expected):.3e}")
+    print_summary(name, inputs, result, max_abs_error(result.outputs, expected))
     if args.compare:
         print(comparison)
     try:
@@ -276,7 +286,8 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a built-in model (" + ", ".join(BUILTINS) + ") or path/file.py:function")
     parser.add_argument("--shape", type=parse_shape, action="append", metavar="N,M,...",
                         help="shape of one random input (repeat for more inputs); overrides example_inputs()")
-    parser.add_argument("--dtype", default="float32", help="dtype of --shape inputs and built-in models (default float32)")
+    parser.add_argument("--dtype", default="float32",
+                        help="dtype of --shape inputs and built-in models (default float32)")
     parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
     parser.add_argument("--seed", type=int, default=0, help="random seed for inputs and weights (default 0)")
     parser.add_argument("-o", "--option", type=parse_option, action="append", metavar="KEY=VALUE",

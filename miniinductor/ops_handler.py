@@ -92,12 +92,15 @@ class PrintHandler:
 
 @dataclasses.dataclass(frozen=True)
 class MemoryDep:
-    """One buffer accessed at `index` (a SymPy expression of the loop variables)."""
+    """One buffer accessed at `index`, a SymPy expression of loop variables whose sizes
+    are `ranges` ((variable, size) pairs; empty for whole-buffer extern accesses)."""
     name: str
     index: sympy.Expr
+    ranges: tuple = ()
 
     def __str__(self):
-        return f"MemoryDep({self.name!r}, {self.index})"
+        sizes = ", ".join(f"{v}<{n}" for v, n in self.ranges)
+        return f"MemoryDep({self.name!r}, {self.index}{'; ' + sizes if sizes else ''})"
 
 
 class RecordingHandler:

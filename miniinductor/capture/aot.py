@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from .decompositions import decomposition_table
@@ -24,5 +26,13 @@ def compile_fx(gm, example_inputs, config):
         gm, example_inputs,
         fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
-        decompositions=decomposition_table(),
+        decompositions=decomposition_table(training=_needs_grad(gm, example_inputs)),
     )
+
+
+def _needs_grad(gm, example_inputs) -> bool:
+    """Will AOTAutograd build a backward graph? (grad mode on and something requires grad)"""
+    if not torch.is_grad_enabled():
+        return False
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)] + list(gm.parameters())
+    return any(t.requires_grad for t in tensors)

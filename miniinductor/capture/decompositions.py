@@ -28,15 +28,19 @@ EXTRA = [
 #: decompositions we refuse even though core ATen offers them, and why
 NOT_DECOMPOSED = [
     aten.addmm,  # one BLAS call with the bias fused is faster than mm followed by an add
-    aten.gelu,   # lowered as one op, so that `addmm -> gelu` can become one BLAS call
 ]
+
+#: in inference only: GELU stays one op so that `addmm -> gelu` can become one BLAS call
+#: (lowering/pointwise.py). In training it is decomposed, so that AOTAutograd's
+#: partitioner sees its arithmetic and saves (or recomputes) the cheapest tensors.
+INFERENCE_ONLY_NOT_DECOMPOSED = [aten.gelu]
 
 
 @functools.lru_cache(maxsize=None)
-def decomposition_table() -> dict:
+def decomposition_table(training: bool = True) -> dict:
     table = dict(core_aten_decompositions())
-    table.update(get_decompositions(EXTRA))
-    for op in NOT_DECOMPOSED:
+    table.update(get_decompositions(EXTRA + ([aten.gelu] if training else [])))
+    for op in NOT_DECOMPOSED + ([] if training else INFERENCE_ONLY_NOT_DECOMPOSED):
         for overload in op.overloads():
             table.pop(getattr(op, overload), None)
     return table

@@ -44,56 +44,50 @@ class MemoryPlan:
         self.steps = steps
         self.reuse: dict[str, str] = {}           # new buffer → dead buffer whose memory it takes
         self.frees: dict[int, list[str]] = {}     # step → names to `del` after it
-        self.timeline: list[int] = []             # live bytes after each step
         self.lifetimes: dict[str, tuple[int, int]] = {}
         last_use, first = {}, {}
         for k, step in enumerate(steps):
             for n in step.reads | step.defines:
                 last_use[n] = k
                 first.setdefault(n, k)
+        self.lifetimes = {n: (first[n], last_use[n]) for n in first}
+        size = {n: nbytes(get_buffer(n)) for n in first}
+        ours = {n for n in first if not _is_input(get_buffer(n))}
         allocated = {n for s in steps for n in s.allocs}
         fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
                         if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
         poolable = (allocated | fresh_extern) - keep - extern_inputs
-        pool: dict[tuple, list[str]] = {}
-        pooled_at: dict[str, int] = {}
+        dies = {k: sorted(n for n in steps[k].reads | steps[k].defines
+                          if last_use[n] == k and n not in keep) for k in range(len(steps))}
+        # 1. every buffer freed right after its last use: the timeline reuse must not exceed
+        self.timeline = []
         live = 0
+        for k, step in enumerate(steps):
+            live += sum(size[n] for n in step.defines)
+            self.timeline.append(live)   # the step runs with its inputs and outputs alive
+            live -= sum(size[n] for n in dies[k] if n in ours)
+        limit = self.peak_bytes
+        # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
+        #    keeping it alive until then never lifts the timeline above that peak
+        pool: list[tuple[str, int]] = []            # (dead buffer, step it died at)
         for k, step in enumerate(steps):
             for name in step.allocs:
                 key = self._key(get_buffer(name))
-                if pool.get(key):
-                    self.reuse[name] = pool[key].pop()
-                    pooled_at.pop(self.reuse[name])
-                else:
-                    live += nbytes(get_buffer(name))
-            for name in step.defines - set(step.allocs):
-                live += nbytes(get_buffer(name))  # extern outputs: ATen allocates them
-            self.timeline.append(live)   # the step runs with its inputs and outputs alive
-            for name in sorted(step.reads | step.defines):
-                if last_use[name] != k or name in keep:
-                    continue
-                if name in poolable:
-                    pool.setdefault(self._key(get_buffer(name)), []).append(name)
-                    pooled_at[name] = k
-                else:
-                    self.frees.setdefault(k, []).append(name)
-                    live -= nbytes(get_buffer(name)) if self._ours(name, get_buffer) else 0
-        for name, k in pooled_at.items():      # never taken: free where it died
-            self.frees.setdefault(k, []).append(name)
-        self._fix_timeline(pooled_at, get_buffer)
-        for name in first:
-            self.lifetimes[name] = (first[name], last_use[name])
-
-    @staticmethod
-    def _ours(name, get_buffer) -> bool:
-        from ..ir.nodes import InputBuffer
-        return not isinstance(get_buffer(name), InputBuffer)
-
-    def _fix_timeline(self, pooled_at, get_buffer):
-        """Buffers left in the pool were freed after their last step: take them off there."""
-        for name, k in pooled_at.items():
-            for j in range(k + 1, len(self.timeline)):
-                self.timeline[j] -= nbytes(get_buffer(name))
+                for entry in pool:
+                    old, died = entry
+                    held = range(died + 1, k)
+                    if self._key(get_buffer(old)) == key and all(self.timeline[j] + size[old] <= limit for j in held):
+                        for j in held:
+                            self.timeline[j] += size[old]
+                        self.reuse[name] = old
+                        pool.remove(entry)
+                        break
+            pool += [(n, k) for n in dies[k] if n in poolable]
+        reused = set(self.reuse.values())
+        for k in range(len(steps)):
+            freed = [n for n in dies[k] if n not in reused]
+            if freed:
+                self.frees[k] = freed
 
     @staticmethod
     def _key(buf):
@@ -115,6 +109,11 @@ class MemoryPlan:
                          + (f" reuse {', '.join(reused)}" if reused else "")
                          + (f" free {', '.join(freed)}" if freed else ""))
         return "\n".join(lines)
+
+
+def _is_input(buf) -> bool:
+    from ..ir.nodes import InputBuffer
+    return isinstance(buf, InputBuffer)
 
 
 def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:

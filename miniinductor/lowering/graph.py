@@ -7,7 +7,7 @@ node realizes every returned value with the strides eager would give it.
 
 Realization (when a value stops being inlined and becomes a buffer):
   * reductions and extern outputs always;
-  * graph outputs;
+  * graph outputs (as soon as they are computed, with eager's strides);
   * a pointwise value read by more than one FX user *and* expensive to recompute: its
     body reads more than `realize_reads_threshold` buffers or runs more than
     `realize_opcount_threshold` ops. Cheap values are recomputed in each consumer instead,
@@ -149,8 +149,12 @@ class GraphLowering(torch.fx.Interpreter):
             result = self.fallback(target, args, kwargs, reason)
         else:
             self._record_origins(result, args)
-        if isinstance(result, StorageBox) and isinstance(result.data, Pointwise) and len(self._node.users) > 1:
-            if self._expensive(result.data):
+        if isinstance(result, StorageBox) and isinstance(result.data, Pointwise):
+            if any(user.op == "output" for user in self._node.users):
+                # a graph output is stored where it is computed, not after the last op, so
+                # that the buffers it reads can be freed early (and consumers load it)
+                self.realize_output(result, self._node.meta.get("val"))
+            elif len(self._node.users) > 1 and self._expensive(result.data):
                 result.realize()
         return result
 

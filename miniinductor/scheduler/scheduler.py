@@ -44,6 +44,7 @@ def canonical_vars(n: int) -> list[sympy.Symbol]:
 
 class BaseSchedulerNode:
     is_reduction = False
+    read_bytes = write_bytes = 0   # filled in by the Scheduler, which knows every buffer's size
 
     def __init__(self, node):
         self.node = node
@@ -73,7 +74,8 @@ class SchedulerNode(BaseSchedulerNode):
         with V.set_ops_handler(recorder):
             node.store_body(*self.index_for(cvars[:len(self.outer)], cvars[len(self.outer):]))
         var_ranges = dict(zip(cvars, self.outer + self.inner))
-        self.reads, self.writes = ([MemoryDep(d.name, simplify_with_ranges(sympy.expand(d.index), var_ranges))
+        ranges = tuple(var_ranges.items())
+        self.reads, self.writes = ([MemoryDep(d.name, simplify_with_ranges(sympy.expand(d.index), var_ranges), ranges)
                                     for d in deps] for deps in (recorder.reads, recorder.writes))
 
     def index_for(self, outer_vars, inner_vars):
@@ -126,6 +128,9 @@ class Scheduler:
                        for b in list(buffers) + list(inputs) if b.layout is not None}
         self.decisions: list[FusionDecision] = []
         self.nodes = self.create_nodes(buffers)
+        for node in self.nodes:  # bytes each node reads and writes, counting each buffer once
+            node.read_bytes = sum(self.nbytes.get(n, 0) for n in node.read_names())
+            node.write_bytes = sum(self.nbytes.get(d.name, 0) for d in node.writes)
         self.dead_code_elimination()
         self.groups: list = [FusedGroup([n]) if isinstance(n, SchedulerNode) else n for n in self.nodes]
         self.original_order = {id(g): k for k, g in enumerate(self.groups)}
