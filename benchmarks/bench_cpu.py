@@ -282,6 +282,7 @@ def render(rows: list[Row], copy_gbs: dict[str, float], cold: dict, args: argpar
     out = ["# Benchmarks (CPU)", "",
            "Produced by `benchmarks/bench_cpu.py`; regenerate with:", "",
            f"```\n{command}\n```", "",
+           "GPU figures (Triton kernels on an H100) are in [benchmarks_gpu.md](benchmarks_gpu.md).", "",
            f"Date: {datetime.date.today().isoformat()}" + ("  (quick mode: few iterations)"
                                                           if args.quick else ""), ""]
     out += [f"- {k}: {v}" for k, v in info.items()]

@@ -24,6 +24,7 @@ os.environ.setdefault("MINIINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mi_cach
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ind_cache_"))
 
 import torch  # noqa: E402
+import triton  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
@@ -117,6 +118,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")
+    parser.add_argument("--markdown", help="also write the table, command and device to this file")
     opts = parser.parse_args()
     rows = []
     src = torch.empty(256 * 2**20 // 4, device="cuda")
@@ -162,16 +164,27 @@ def main():
         row["eager_ms"] = eager_ms
         rows.append(row)
         print(json.dumps(row))
-    print("\n| workload | eager ms | mini ms | Inductor ms | mini x eager | mini/Inductor time | mini % copy bw | Inductor % copy bw | compile s mini / Inductor |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    table = ["| workload | eager ms | mini ms | Inductor ms | mini x eager | mini/Inductor time | mini % copy bw | Inductor % copy bw | compile s mini / Inductor |"]
+    table.append("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         mi, ind = row.get("miniinductor", {}), row.get("inductor", {})
         if "error" in mi or "error" in ind:
-            print(f"| {row['workload']} | {row['eager_ms']:.3f} | {mi.get('error', '')} | {ind.get('error', '')} |")
+            table.append(f"| {row['workload']} | {row['eager_ms']:.3f} | {mi.get('error', '')} | {ind.get('error', '')} |")
             continue
         bw = lambda r: f"{100 * r['bw_frac']:.0f}%" if "bw_frac" in r else "-"  # noqa: E731
-        print(f"| {row['workload']} | {row['eager_ms']:.3f} | {mi['ms']:.3f} | {ind['ms']:.3f} | {mi['x_eager']:.2f} | "
-              f"{mi['ms'] / ind['ms']:.2f} | {bw(mi)} | {bw(ind)} | {mi['compile_s']:.1f} / {ind['compile_s']:.1f} |")
+        table.append(f"| {row['workload']} | {row['eager_ms']:.3f} | {mi['ms']:.3f} | {ind['ms']:.3f} | {mi['x_eager']:.2f} | "
+                     f"{mi['ms'] / ind['ms']:.2f} | {bw(mi)} | {bw(ind)} | {mi['compile_s']:.1f} / {ind['compile_s']:.1f} |")
+    print("\n" + "\n".join(table))
+    if opts.markdown:
+        device = f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+        Path(opts.markdown).write_text(
+            "# Benchmarks (GPU)\n\nProduced by `python benchmarks/bench_gpu.py --markdown docs/benchmarks_gpu.md` "
+            f"(run by `bash benchmarks/gpu_suite.sh`) on {device}, {time.strftime('%Y-%m-%d')}.\n\n"
+            f"Measured copy bandwidth (`copy_` of 256 MiB, read + write): **{copy_bw:.0f} GB/s**. Times are the "
+            "median of `triton.testing.do_bench`; `mini/Inductor time` < 1 means miniinductor is faster; "
+            "`% copy bw` is the minimum bytes the graph must move divided by the time, against the copy "
+            "bandwidth. Compile times are the first call with empty caches (Dynamo + AOTAutograd included).\n\n"
+            + "\n".join(table) + "\n")
     if opts.out:
         Path(opts.out).write_text(json.dumps({"copy_gbs": copy_bw, "rows": rows}, indent=1))
 
