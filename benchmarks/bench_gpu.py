@@ -124,8 +124,8 @@ def main():
     src = torch.empty(256 * 2**20 // 4, device="cuda")
     dst = torch.empty_like(src)
     copy_ms = do_bench(lambda: dst.copy_(src))
-    copy_bw = 2 * nbytes(src) / copy_ms / 1e9
-    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_bw:.0f} GB/s")
+    copy_bw = 2 * nbytes(src) / copy_ms / 1e9   # GB per ms: bw fractions below use the same units
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_bw:.2f} TB/s")
     for dtype in (torch.float32, torch.bfloat16):
         for name, (fn, args, min_bytes) in workloads(opts.quick, dtype).items():
             row = {"workload": f"{name} {str(dtype)[6:]}"}
@@ -180,7 +180,7 @@ def main():
         Path(opts.markdown).write_text(
             "# Benchmarks (GPU)\n\nProduced by `python benchmarks/bench_gpu.py --markdown docs/benchmarks_gpu.md` "
             f"(run by `bash benchmarks/gpu_suite.sh`) on {device}, {time.strftime('%Y-%m-%d')}.\n\n"
-            f"Measured copy bandwidth (`copy_` of 256 MiB, read + write): **{copy_bw:.0f} GB/s**. Times are the "
+            f"Measured copy bandwidth (`copy_` of 256 MiB, read + write): **{copy_bw:.2f} TB/s**. Times are the "
             "median of `triton.testing.do_bench`; `mini/Inductor time` < 1 means miniinductor is faster; "
             "`% copy bw` is the minimum bytes the graph must move divided by the time, against the copy "
             "bandwidth. Compile times are the first call with empty caches (Dynamo + AOTAutograd included).\n\n"
