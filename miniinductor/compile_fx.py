@@ -70,14 +70,47 @@ def kernel_backend(graph, config) -> str:
     return "triton" if graph.current_device().type == "cuda" else config.cpu_backend
 
 
-def generate_kernel(group, scheduler, config, backend):
+def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
+    """{output: input} pairs where a kernel may write an output into the memory of an input
+    that dies in it: same layout, nobody else reads the input, and every read of it in the
+    kernel happens at the very index the output is written, before or in the writing node
+    (so no later read sees an overwritten element). Mirrors Inductor's in-place buffers."""
+    from .codegen.wrapper import _may_alias
+    from .ir.nodes import ComputedBuffer, ExternKernel
+    pairs, taken = {}, set()
+    written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
+    for out, (k, index) in written.items():
+        buf = graph.get_buffer(out)
+        if out in removed or out in scheduler.output_names or not isinstance(buf, ComputedBuffer):
+            continue
+        for dep in group.nodes[k].reads:
+            src = dep.name
+            if src in taken or src in written or src in scheduler.output_names:
+                continue
+            src_buf = graph.get_buffer(src)
+            fresh = isinstance(src_buf, ComputedBuffer) or (isinstance(src_buf, ExternKernel) and not _may_alias(src_buf))
+            if not fresh or src_buf.layout is None or scheduler.readers(src) != [group]:
+                continue
+            if (src_buf.layout.size, src_buf.layout.stride, src_buf.layout.dtype) != \
+                    (buf.layout.size, buf.layout.stride, buf.layout.dtype):
+                continue
+            reads = [(j, d.index) for j, n in enumerate(group.nodes) for d in n.reads if d.name == src]
+            if all(i == index and j <= k for j, i in reads):
+                pairs[out] = src
+                taken.add(src)
+                break
+    return pairs
+
+
+def generate_kernel(group, scheduler, config, backend, graph=None):
     removed = removable_buffers(group, scheduler)
     while True:
         if backend == "triton":
             from .codegen.triton import TritonKernel
             kernel = TritonKernel.for_group(group, config, removed)
         else:
-            kernel = CppKernel(group.kernel_name, group.R, group.Q, config, removed)
+            inplace = inplace_buffers(group, scheduler, graph, removed) if graph is not None else {}
+            kernel = CppKernel(group.kernel_name, group.R, group.Q, config, removed, inplace)
         try:
             for node in group.nodes:
                 kernel.codegen_node(node)
@@ -86,14 +119,16 @@ def generate_kernel(group, scheduler, config, backend):
             removed.discard(exc.args[0])
 
 
-def generate_kernels(graph, scheduler, config, backend) -> dict:
-    """kernel name → (C++ or Triton source, argument buffer names, buffers kept out of memory)."""
-    kernels = {}
+def generate_kernels(graph, scheduler, config, backend) -> tuple[dict, dict]:
+    """({kernel name: (C++ or Triton source, argument buffer names, buffers kept out of
+    memory)}, {kernel name: {output: input whose memory it takes}})."""
+    kernels, inplace = {}, {}
     for group in scheduler.schedule:
         if isinstance(group, FusedGroup):
-            kernel = generate_kernel(group, scheduler, config, backend)
+            kernel = generate_kernel(group, scheduler, config, backend, graph)
             kernels[group.kernel_name] = (kernel.codegen(), kernel.args.call_names(), kernel.removed)
-    return kernels
+            inplace[group.kernel_name] = dict(kernel.args.inplace)
+    return kernels, inplace
 
 
 def load_wrapper(source: str):
@@ -117,8 +152,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     with V.set_graph_handler(graph):
         scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
         backend = kernel_backend(graph, config)
-        kernels = generate_kernels(graph, scheduler, config, backend)
-        wrapper = WrapperCodeGen(graph, scheduler, kernels, backend, config)
+        kernels, inplace = generate_kernels(graph, scheduler, config, backend)
+        wrapper = WrapperCodeGen(graph, scheduler, kernels, backend, config, inplace)
         wrapper_source = wrapper.generate()
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)

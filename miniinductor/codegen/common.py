@@ -75,20 +75,23 @@ class CSE:
 class KernelArgs:
     """Buffer name → kernel parameter name (`in_ptr0`, `out_ptr0`), in call order."""
 
-    def __init__(self):
+    def __init__(self, inplace: dict[str, str] | None = None):
         self.input_buffers: dict[str, str] = {}
         self.output_buffers: dict[str, str] = {}
+        self.inplace = dict(inplace or {})   # output buffer → dying input whose memory it takes
 
     def input(self, name: str) -> str:
-        if name in self.output_buffers:
-            return self.output_buffers[name]
+        if name in self.output_buffers or name in self.inplace.values():
+            return self.output(name)
         if name not in self.input_buffers:
             self.input_buffers[name] = f"in_ptr{len(self.input_buffers)}"
         return self.input_buffers[name]
 
     def output(self, name: str) -> str:
+        name = self.inplace.get(name, name)
         if name not in self.output_buffers:
-            self.output_buffers[name] = f"out_ptr{len(self.output_buffers)}"
+            prefix = "in_out_ptr" if name in self.inplace.values() else "out_ptr"
+            self.output_buffers[name] = f"{prefix}{len(self.output_buffers)}"
         return self.output_buffers[name]
 
     def call_names(self) -> list[str]:

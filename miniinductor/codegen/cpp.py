@@ -142,14 +142,14 @@ class CppKernel:
     """Generates one C++ function for a fused group: outer loops over `ranges`, then one
     block after another, each looping over `reduction_ranges` or not at all."""
 
-    def __init__(self, name: str, ranges, reduction_ranges, config, removed_buffers=()):
+    def __init__(self, name: str, ranges, reduction_ranges, config, removed_buffers=(), inplace=None):
         self.name, self.config = name, config
         self.ranges, self.reduction_ranges = list(ranges), list(reduction_ranges)
         self.itervars = index_vars("i", self.ranges)
         self.reduction_vars = index_vars("r", self.reduction_ranges)
         self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
         self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
-        self.args = KernelArgs()
+        self.args = KernelArgs(inplace)   # in-place outputs write through their input's pointer
         self.cse = CSE()
         self.blocks: list[Block] = []
         self.block: Block | None = None

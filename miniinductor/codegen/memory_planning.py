@@ -14,8 +14,10 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
   * record the live bytes after every step, so the plan's peak can be compared with
     eager's (estimated the same way from the ATen graph, op by op, see `eager_peak_bytes`).
 
-Simplified: no in-place reuse of a kernel's own input (the C++ kernels take `__restrict__`
-pointers, so an output may not alias an input), and no pool across graphs.
+In place (decided with the kernel, `compile_fx.inplace_buffers`): a C++ kernel may write an
+output straight over an input that dies in it, read only at the same index; the kernel
+then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the wrapper binds
+`out = src`. Simplified: no pool across graphs; Triton kernels do not write in place.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class Step:
     reads: set[str]
     defines: set[str]
     may_alias: bool = False    # an extern call whose output may be a view of an input
+    inplace: dict = dataclasses.field(default_factory=dict)  # output → input whose memory it takes
 
 
 def nbytes(buf) -> int:
@@ -56,16 +59,18 @@ class MemoryPlan:
         allocated = {n for s in steps for n in s.allocs}
         fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
                         if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
-        poolable = (allocated | fresh_extern) - keep - extern_inputs
+        lent = {src for st in steps for src in st.inplace.values()}   # memory passed on in place
+        inplace_outs = {out for st in steps for out in st.inplace}   # they own their source's memory now
+        poolable = (allocated | fresh_extern | inplace_outs) - keep - extern_inputs - lent
         dies = {k: sorted(n for n in steps[k].reads | steps[k].defines
                           if last_use[n] == k and n not in keep) for k in range(len(steps))}
         # 1. every buffer freed right after its last use: the timeline reuse must not exceed
         self.timeline = []
         live = 0
         for k, step in enumerate(steps):
-            live += sum(size[n] for n in step.defines)
+            live += sum(size[n] for n in step.defines if n not in step.inplace)
             self.timeline.append(live)   # the step runs with its inputs and outputs alive
-            live -= sum(size[n] for n in dies[k] if n in ours)
+            live -= sum(size[n] for n in dies[k] if n in ours and n not in lent)
         limit = self.peak_bytes
         # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
         #    keeping it alive until then never lifts the timeline above that peak

@@ -74,10 +74,11 @@ def _may_alias(node) -> bool:
 
 
 class WrapperCodeGen:
-    def __init__(self, graph, scheduler, kernels: dict, backend: str, config):
+    def __init__(self, graph, scheduler, kernels: dict, backend: str, config, inplace=None):
         self.graph, self.scheduler = graph, scheduler
         self.kernels = kernels    # kernel name → (source, argument buffer names, buffers in registers)
         self.backend, self.config = backend, config
+        self.inplace = inplace or {}   # kernel name → {output: dying input whose memory it takes}
 
     def _steps(self) -> list[tuple[Step, list[str]]]:
         """Each step of `call` (a kernel launch or an extern call) and its code lines."""
@@ -85,14 +86,18 @@ class WrapperCodeGen:
         for item in self.scheduler.schedule:
             if isinstance(item, FusedGroup):
                 _, arg_names, removed = self.kernels[item.kernel_name]
-                allocs = [n for n in item.get_names() if n not in removed]
+                inplace = self.inplace.get(item.kernel_name, {})
+                allocs = [n for n in item.get_names() if n not in removed and n not in inplace]
                 if self.backend == "cpp":   # C functions take raw pointers ...
                     ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in arg_names)
                 else:                       # ... Triton launchers take the tensors
                     ptrs = ", ".join(arg_names)
                 origins = sorted({o for n in item.nodes for o in getattr(n.node, "origins", [])})
-                line = f"{item.kernel_name}({ptrs})  # {', '.join(origins)}"
-                steps.append((Step(item.kernel_name, allocs, set(arg_names), set(allocs)), [line]))
+                lines = [f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
+                         for out, src in inplace.items()]
+                lines.append(f"{item.kernel_name}({ptrs})  # {', '.join(origins)}")
+                defines = set(allocs) | set(inplace)
+                steps.append((Step(item.kernel_name, allocs, set(arg_names), defines, inplace=dict(inplace)), lines))
             else:
                 node = item.node
                 step = Step(f"extern {node.get_name()}", [], set(self._extern_reads(node)), {node.get_name()},
