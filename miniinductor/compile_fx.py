@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import importlib.util
 import logging
 import os
@@ -29,7 +28,7 @@ from .codegen.memory_planning import MemoryPlan, eager_peak_bytes
 from .codegen.wrapper import WrapperCodeGen
 from .debug.logs import get_logger
 from .lowering import GraphLowering
-from .runtime.cpp_builder import cache_dir
+from .runtime.cpp_builder import write_source
 from .scheduler import FusedGroup, Scheduler
 from .virtualized import V
 
@@ -133,14 +132,8 @@ def generate_kernels(graph, scheduler, config, backend) -> tuple[dict, dict]:
 
 def load_wrapper(source: str):
     """Write the wrapper module into the cache folder and import it from there."""
-    key = hashlib.sha256(source.encode()).hexdigest()[:32]
-    folder = cache_dir() / key[:2]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{key}_wrapper.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
+    path = write_source(source, "wrapper")
+    key = path.stem.split("_")[0]
     spec = importlib.util.spec_from_file_location(f"miniinductor_wrapper_{key}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -19,8 +19,7 @@ _state = threading.local()
 def _get(name):
     value = getattr(_state, name, None)
     if value is None:
-        raise RuntimeError(f"no {name} installed: wrap the call in `with V.set_{name}_handler(...)`"
-                           if name == "ops" else f"no current {name}: use V.set_{name}(...)")
+        raise RuntimeError(f"no {name} handler installed: wrap the call in `with V.set_{name}_handler(...)`")
     return value
 
 

@@ -44,6 +44,20 @@ def cache_dir() -> Path:
     return path
 
 
+def write_source(source: str, suffix: str) -> Path:
+    """Write `source` into the cache folder, named by its hash, atomically (a temporary
+    name, then os.replace); return the path. Used for generated Python modules."""
+    key = hashlib.sha256(source.encode()).hexdigest()[:32]
+    folder = cache_dir() / key[:2]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{key}_{suffix}.py"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)
+    return path
+
+
 @functools.lru_cache(maxsize=None)
 def compiler_version(cxx: str) -> str:
     if shutil.which(cxx) is None:

@@ -307,13 +307,8 @@ def load_module(source: str, prefix: str = "triton", interpret: bool | None = No
     mode_key = f"{key}:{int(interpreting())}"
     if mode_key in _loaded:
         return _loaded[mode_key]
-    folder = cache_dir() / key[:2]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{key}_{prefix}.py"
-    if not path.exists():
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
+    from .cpp_builder import write_source
+    path = write_source(source, prefix)
     module_name = f"miniinductor_{prefix}_{key}_{int(interpreting())}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
