@@ -75,21 +75,26 @@ for k, label in enumerate(labels):
 #
 # Walking the steps in order, the planner keeps a running count of live bytes:
 #
-# * an allocation asks a **pool** of dead buffers for one with the same key -- device,
+# * first it plans as if every buffer were freed right after its last use: that
+#   timeline's peak is the budget;
+# * then an allocation may take the memory of a dead buffer with the same key -- device,
 #   dtype and storage size (the new buffer views that memory with its own sizes and
-#   strides) -- and takes the one that died most recently;
-# * after a step, every buffer whose last use it was dies: if we allocated it ourselves
-#   (or it is the fresh result of an extern such as `mm`) it goes to the pool; otherwise
-#   (a graph input, the result of a view-like extern...) its name is simply dropped;
-# * a pooled buffer that nobody takes is freed at the step where it died.
+#   strides) -- but only if keeping the dead buffer alive until then never lifts the
+#   timeline above that budget; buffers we allocated ourselves and fresh extern results
+#   (`mm`) qualify, graph inputs and results of view-like externs do not;
+# * a C++ kernel may even write its output **in place** over an input that dies in it,
+#   when it reads that input only at the index it writes (`buf2 = buf1  # in-place`);
+# * a dead buffer nobody takes is freed at the step where it died.
 #
 # `str(plan)` shows the result, step by step: the live bytes after the step, the reuses
 # and the frees.
 
 # %%
 print(plan)
+inplace = {out: src for step in plan.steps for out, src in step.inplace.items()}
 print("\nreuse (new buffer <- dead buffer):", plan.reuse)
-assert len(plan.reuse) >= 2
+print("in place (output <- dying input):", inplace)
+assert len(plan.reuse) + len(inplace) >= 2
 
 # %% [markdown]
 # And this is what the wrapper does with it. A reuse becomes one line: the new name is
