@@ -80,11 +80,11 @@ def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
     written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
     for out, (k, index) in written.items():
         buf = graph.get_buffer(out)
-        if out in removed or out in scheduler.output_names or not isinstance(buf, ComputedBuffer):
+        if out in removed or not isinstance(buf, ComputedBuffer):
             continue
         for dep in group.nodes[k].reads:
             src = dep.name
-            if src in taken or src in written or src in scheduler.output_names:
+            if src in taken or src == out or src in removed or src in scheduler.output_names:
                 continue
             src_buf = graph.get_buffer(src)
             fresh = isinstance(src_buf, ComputedBuffer) or (isinstance(src_buf, ExternKernel) and not _may_alias(src_buf))

@@ -111,6 +111,7 @@ class RecordingHandler:
         self.reads: list[MemoryDep] = []
         self.writes: list[MemoryDep] = []
         self.op_count = 0
+        self.op_names: list[str] = []
         self._indirect = itertools.count()
 
     def __getattr__(self, name):
@@ -119,6 +120,7 @@ class RecordingHandler:
 
         def record(*args):
             self.op_count += 1
+            self.op_names.append(name)
             return "tmp"
         return record
 

@@ -62,11 +62,10 @@ def test_reuse_in_a_chain_of_matmuls():
     plan = cg.plan
     check_plan_invariants(cg)
 
-    assert plan.reuse, str(plan)
     # memory handed on: a dead buffer reused later, or a kernel writing over its dying input
     inplace = {out: src for step in plan.steps for out, src in step.inplace.items()}
     assert len(plan.reuse) + len(inplace) >= 2, str(plan)
-    assert "# reuse" in cg.wrapper_source
+    assert ("# reuse" in cg.wrapper_source) == bool(plan.reuse)
     for out, src in inplace.items():
         assert f"{out} = {src}  # in-place" in cg.wrapper_source
     assert re.search(r"^\s*del buf\d+", cg.wrapper_source, re.M), cg.wrapper_source
@@ -74,8 +73,8 @@ def test_reuse_in_a_chain_of_matmuls():
     assert not out_names & set(plan.reuse.values())
     in_names = set(cg.graph.graph_input_names)
     assert not in_names & (set(plan.reuse) | set(plan.reuse.values()))
-    # str(plan) lists the reuse; every buffer has a lifetime
-    assert "reuse" in str(plan) and "<-" in str(plan)
+    # str(plan) counts the reuses; every buffer has a lifetime
+    assert f"{len(plan.reuse)} buffers reuse memory" in str(plan)
     assert set(plan.lifetimes) >= {n.get_name() for n in cg.scheduler.nodes}
     # at most two 16x16 float buffers are ever live (a matmul's input and its output)
     assert plan.peak_bytes == 2 * 16 * 16 * 4

@@ -42,6 +42,11 @@ EXTERN_BY_DESIGN = {
     "bernoulli", "convolution_backward", "max_pool2d_with_indices", "scatter_add", "index_put",
 }
 _logged_ops: set[str] = set()
+#: ops that cost far more than an add; on the CPU a value computed with one and read twice
+#: is stored once rather than computed twice (softmax's exp(x - max) feeds both the sum and
+#: the output: the output is then written in place over it)
+TRANSCENDENTAL = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "erf", "sin", "cos", "pow"}
+TRANSCENDENTAL_COST = 30
 
 
 def _tensors_in(value):
@@ -158,6 +163,11 @@ class GraphLowering(torch.fx.Interpreter):
                 result.realize()
         return result
 
+    def _stores_are_cheap(self) -> bool:
+        """In C++ kernels a row stored and read back in the next loop stays in cache (and the
+        output can be written in place over it); in Triton it would be a trip to global memory."""
+        return self._device.type == "cpu" and self.config.cpu_backend == "cpp"
+
     def _record_origins(self, result, args):
         """Tag the loop bodies this node produced with its name and the names of the
         unrealized (inlined) inputs they read; stored inputs are loaded, not computed."""
@@ -180,8 +190,9 @@ class GraphLowering(torch.fx.Interpreter):
         recorder = RecordingHandler()
         with V.set_ops_handler(recorder):
             node.inner_fn(index_vars("i", node.ranges))
+        transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if self._stores_are_cheap() else 0
         return (len({d.name for d in recorder.reads}) > self.config.realize_reads_threshold
-                or recorder.op_count > self.config.realize_opcount_threshold)
+                or recorder.op_count + TRANSCENDENTAL_COST * transcendental > self.config.realize_opcount_threshold)
 
     def _unsupported_reason(self, target, args, lowering):
         if lowering is None:
