@@ -252,12 +252,14 @@ assert sm_source.count("tl.load(") == 1   # x is read once
 # * `XBLOCK = 8`: all 8 rows fit in one program (the heuristic aims for 4096 elements a
 #   block); with more rows the grid grows.
 #
-# The C++ kernel for the same group walks each row **three times** (one loop per block):
-# a CPU core has no registers for a whole row, so it rereads `x`, which sits in its cache.
+# The C++ kernel for the same softmax walks each row several times (one loop per block):
+# a CPU core has no registers for a whole row, so it rereads the row from its cache. On the
+# CPU, lowering also stores `exp(x - max)` once (the output then overwrites it in place)
+# instead of computing the exponential twice, so its group holds one more buffer.
 
 # %%
 sm_cpp = compile_one(softmax, *sm_args)
-assert [str(g) for g in sm_cpp.fused_groups()] == [str(g) for g in sm_triton.fused_groups()]
+assert len(sm_cpp.fused_groups()) == len(sm_triton.fused_groups()) == 1
 side_by_side(only_kernel(sm_cpp), kernel_part(sm_source))
 
 # %% [markdown]
