@@ -34,8 +34,7 @@ from miniinductor.capture.decompositions import decomposition_table  # noqa: E40
 from miniinductor.codegen.cpp import MissingStore  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
-from miniinductor.ir.interpreter import graph_outputs, run_graph  # noqa: E402
-from miniinductor.ir.nodes import MultiOutput, ReinterpretView  # noqa: E402
+from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup, Scheduler  # noqa: E402
@@ -101,27 +100,12 @@ class Compiled:
                         memory[name] = poisoned(self.graph.get_buffer(name).layout)
                 launch = getattr(self.modules[item.kernel_name], item.kernel_name)
                 launch(*[memory[n] for n in kernel.args.call_names()])
-            elif isinstance(item.node, MultiOutput):
-                memory[item.node.get_name()] = memory[item.node.parent.get_name()][item.node.index]
             else:
-                node = item.node
-                memory[node.get_name()] = node.op(*_arg(list(node.args), memory),
-                                                  **{k: _arg(v, memory) for k, v in node.kwargs.items()})
+                memory[item.node.get_name()] = run_extern(item.node, memory)
         return memory
 
     def source(self) -> str:
         return "\n\n".join(self.sources.values())
-
-
-def _arg(value, memory):
-    if isinstance(value, ReinterpretView):
-        lay, base = value.layout, memory[value.get_name()]
-        return base.as_strided(lay.size, lay.stride, base.storage_offset() + lay.offset)
-    if hasattr(value, "get_name") and value.get_name() in memory:
-        return memory[value.get_name()]
-    if isinstance(value, (list, tuple)):
-        return type(value)(_arg(v, memory) for v in value)
-    return value
 
 
 def poisoned(layout) -> torch.Tensor:

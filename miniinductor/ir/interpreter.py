@@ -181,6 +181,13 @@ def _arg(value, memory):
     return value
 
 
+def run_extern(buf, memory: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Run an ExternKernel's ATen call (or pick a MultiOutput's item) on tensors in `memory`."""
+    if isinstance(buf, MultiOutput):
+        return memory[buf.parent.get_name()][buf.index]
+    return buf.op(*_arg(list(buf.args), memory), **{k: _arg(v, memory) for k, v in buf.kwargs.items()})
+
+
 def run_graph(graph, inputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     """Evaluate every buffer of a lowered graph; return {buffer name: tensor}."""
     memory = dict(zip(graph.graph_input_names, inputs))
@@ -189,11 +196,8 @@ def run_graph(graph, inputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         for buf in graph.buffers:
             if isinstance(buf, ComputedBuffer):
                 evaluate_buffer(buf, memory)
-            elif isinstance(buf, ExternKernel):
-                memory[buf.get_name()] = buf.op(*_arg(list(buf.args), memory),
-                                                **{k: _arg(v, memory) for k, v in buf.kwargs.items()})
-            elif isinstance(buf, MultiOutput):
-                memory[buf.get_name()] = memory[buf.parent.get_name()][buf.index]
+            elif isinstance(buf, (ExternKernel, MultiOutput)):
+                memory[buf.get_name()] = run_extern(buf, memory)
     return memory
 
 
