@@ -15,6 +15,7 @@ decorated). The interpreter is slow: tensors stay small.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
@@ -34,6 +35,7 @@ from miniinductor.capture.decompositions import decomposition_table  # noqa: E40
 from miniinductor.codegen.cpp import MissingStore  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
+from miniinductor.ir.nodes import ExternKernel  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
@@ -162,7 +164,8 @@ def reference_buffers(fn, inputs, compiled) -> dict[str, torch.Tensor]:
         return run_graph(compiled.graph, inputs)
     cpu_inputs = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
     gm = make_fx(_as_tuple(fn), decomposition_table=decomposition_table())(*cpu_inputs)
-    return run_graph(GraphLowering(gm, cpu_inputs, compiled.config).run(), cpu_inputs)
+    config = dataclasses.replace(compiled.config, cpu_backend="triton")  # lowered as for the GPU
+    return run_graph(GraphLowering(gm, cpu_inputs, config).run(), cpu_inputs)
 
 
 def randn(*shape, dtype=torch.float32):
@@ -403,3 +406,30 @@ def test_plain_ops_handler_interface():
 
 def test_unfused_config_still_correct():
     check(lambda x: torch.softmax(x, -1) * 2, randn(4, 10), config=Config(fusion=False))
+
+
+# --------------------------------------------------------------------------- matmul
+def extern_ops(compiled) -> list[str]:
+    return [str(b.op) for b in compiled.graph.buffers if isinstance(b, ExternKernel)]
+
+
+def test_addmm_read_pointwise_becomes_mm_with_the_bias_inlined():
+    w, b = randn(48, 32), randn(48)
+    compiled = check(lambda x: F.gelu(F.linear(x, w.to(DEVICE), b.to(DEVICE)).view(4, 4, 48), approximate="tanh"),
+                     randn(16, 32), config=Config(cpu_backend="triton"), rtol=1e-4, atol=1e-4)
+    assert extern_ops(compiled) == ["aten.mm.default"]
+    assert len(compiled.kernels) == 1   # bias add + gelu: one kernel
+
+
+def test_addmm_stays_one_call_when_a_reader_is_not_pointwise():
+    w, b = randn(48, 32), randn(48)
+    compiled = check(lambda x: F.linear(x, w.to(DEVICE), b.to(DEVICE)).sum(-1), randn(16, 32),
+                     config=Config(cpu_backend="triton"), rtol=1e-4, atol=1e-4)
+    assert extern_ops(compiled) == ["aten.addmm.default"]
+
+
+def test_addmm_stays_one_call_for_cpp_kernels():
+    x, w, b = torch.randn(16, 32), torch.randn(48, 32), torch.randn(48)
+    gm = make_fx(lambda x: (torch.relu(F.linear(x, w, b)) * 2,), decomposition_table=decomposition_table())(x)
+    graph = GraphLowering(gm, [x], Config(cpu_backend="cpp")).run()
+    assert [str(b.op) for b in graph.buffers if isinstance(b, ExternKernel)] == ["aten._addmm_activation.default"]

@@ -79,6 +79,9 @@ class GraphLowering(torch.fx.Interpreter):
         val = self._node.meta.get("val") if self._node is not None else None
         return val if isinstance(val, torch.Tensor) else None
 
+    def current_fx_node(self) -> torch.fx.Node:
+        return self._node
+
     def current_input_node(self, k: int):
         """The FX node of the current node's k-th argument (None if it is not a node)."""
         arg = self._node.args[k] if self._node is not None and k < len(self._node.args) else None
@@ -162,6 +165,9 @@ class GraphLowering(torch.fx.Interpreter):
             elif len(self._node.users) > 1 and self._expensive(result.data):
                 result.realize()
         return result
+
+    def kernels_are_triton(self) -> bool:
+        return self._device.type == "cuda" or self.config.cpu_backend == "triton"
 
     def _stores_are_cheap(self) -> bool:
         """In C++ kernels a row stored and read back in the next loop stays in cache (and the
