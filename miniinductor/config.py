@@ -49,6 +49,8 @@ class Config:
     "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
     fusion: bool = True
     "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and debugging)."
+    mix_order_reduction: bool = True
+    "Triton: a row and a column reduction of the same input share one kernel that reads it once."
     max_fusion_size: int = 64
     "The most nodes one fused kernel may hold."
     realize_reads_threshold: int = 4

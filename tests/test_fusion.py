@@ -167,6 +167,46 @@ def test_two_reductions_of_one_input():
     assert kernel_count(result) <= 2, str(result)   # Inductor makes 1
 
 
+def colsum_rowmax(x):
+    return x.sum(0), x.amax(1)
+
+
+# summing 288 float32 values in another order (bands of rows, then the bands): errors of a
+# few ulps of the partial sums (|sum| ~ 17), so 1e-4 absolute
+MIX_TOL = dict(rtol=1e-5, atol=1e-4)
+
+
+def test_mix_order_reduction_reads_the_input_once_with_triton_kernels():
+    x = torch.randn(288, 32)
+    result = explain_checked(colsum_rowmax, x, cpu_backend="triton", **MIX_TOL)
+    assert kernel_count(result) == 1, str(result)
+    (cg,) = result.graphs
+    (group,) = cg.fused_groups()
+    colsum = cg.graph.output_names() - {n for n in group.get_names() if n not in group.transposed}
+    assert group.transposed == colsum and len(colsum) == 1
+    assert any(d.fused and d.reason.startswith("mix-order") for d in result.decisions)
+    (nbytes,) = cg.kernel_bytes.values()
+    assert nbytes == 4 * (288 * 32 + 32 + 288)   # the input once, and the two outputs
+
+
+def test_mix_order_reduction_off_or_with_cpp_kernels_is_two_kernels():
+    x = torch.randn(288, 32)
+    for options in ({"cpu_backend": "triton", "mix_order_reduction": False}, {}):
+        result = explain_checked(colsum_rowmax, x, **options, **MIX_TOL)
+        assert kernel_count(result) == 2, (options, str(result))
+        assert not any("mix-order" in d.reason for d in result.decisions)
+
+
+def test_mix_order_reduction_refused_with_a_reason():
+    def mean_of_columns(x):   # the column group holds a division after its sum
+        return x.mean(0), x.amax(1)
+    result = explain_checked(mean_of_columns, torch.randn(288, 32), cpu_backend="triton", **MIX_TOL)
+    assert kernel_count(result) == 2
+    assert any("more than sum/max/min reductions" in d.reason for d in result.decisions), result.decisions
+    small = explain_checked(colsum_rowmax, torch.randn(100, 96), cpu_backend="triton", **MIX_TOL)
+    assert any("fewer than 256 rows" in d.reason for d in small.decisions), small.decisions
+
+
 # ----------------------------------------------------------------------------- dependencies
 def test_memory_deps_use_canonical_variables():
     R, C = 8, 32

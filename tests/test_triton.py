@@ -408,6 +408,46 @@ def test_unfused_config_still_correct():
     check(lambda x: torch.softmax(x, -1) * 2, randn(4, 10), config=Config(fusion=False))
 
 
+# --------------------------------------------------------------------------- mix-order reductions
+TRITON_ONLY = Config(cpu_backend="triton")
+
+
+def mix_order_group(compiled):
+    (group,) = [g for g in compiled.scheduler.schedule if isinstance(g, FusedGroup) and g.transposed]
+    return group
+
+
+def test_mix_order_column_sum_and_row_max_in_one_kernel():
+    compiled = check(lambda x: (x.sum(0), x.amax(1)), randn(272, 24), config=TRITON_ONLY,
+                     expect_kernels=1, rtol=1e-5, atol=1e-4)
+    source = compiled.source()
+    assert "for band_row in range(" in source and "_partial.sum(0)" in source
+    assert source.count("tl.load(") == 1, source   # the row max and the column sum share the load
+
+
+def test_mix_order_with_prologue_nans_and_softmax_rows():
+    def fn(x, w):
+        h = x * w
+        return (h * 2).sum(0), h.amin(0), h.amax(0), torch.softmax(h, -1)
+    compiled = check(fn, with_nans(260, 12), randn(12), config=TRITON_ONLY, expect_kernels=1, rtol=1e-5, atol=1e-4)
+    assert len(mix_order_group(compiled).transposed) == 3
+
+
+def test_mix_order_layer_norm_backward_shape():
+    def fn(x, dy):   # dbeta, dgamma-like column sums over (batch, time); row sums for dx
+        return dy.sum((0, 1)), (dy * x).sum((0, 1)), (dy * x).sum(-1, keepdim=True) * x + dy.mean(-1, keepdim=True)
+    compiled = check(fn, randn(32, 8, 12), randn(32, 8, 12), config=TRITON_ONLY, expect_kernels=1,
+                     rtol=1e-5, atol=1e-4)
+    group = mix_order_group(compiled)
+    assert (group.R, group.Q) == ([32, 8], [12])
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mix_order_low_precision_accumulates_in_float32(dtype):
+    x = randn(256, 16, dtype=dtype)
+    check(lambda x: (x.sum(0), x.amax(1)), x, config=TRITON_ONLY, expect_kernels=1)
+
+
 # --------------------------------------------------------------------------- matmul
 def extern_ops(compiled) -> list[str]:
     return [str(b.op) for b in compiled.graph.buffers if isinstance(b, ExternKernel)]

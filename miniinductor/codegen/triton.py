@@ -332,6 +332,9 @@ class TritonKernel:
     def for_group(cls, group, config=None, removed_buffers=()) -> "TritonKernel":
         """The kernel for a scheduler FusedGroup: its loops (R, Q), or a 2-D tiling of R
         when a pointwise group reads or writes memory transposed (see `tile_split`)."""
+        if group.transposed:
+            from .triton_mix_order import MixOrderKernel
+            return MixOrderKernel(group.kernel_name, group.R, group.Q, group.transposed, config, removed_buffers)
         split = tile_split(group) if not group.Q else None
         if split is not None:
             return cls(group.kernel_name, group.R[:split], group.R[split:], config, removed_buffers, tiled=True)
@@ -725,10 +728,8 @@ class TritonKernel:
         return self._source
 
     def _codegen(self) -> str:
-        int64 = self._use_int64()
-        rblock = self.block_sizes().get("RBLOCK")
         code = IndentedBuffer()
-        code.writelines(["import triton", "import triton.language as tl",
+        code.writelines(["import torch", "import triton", "import triton.language as tl",
                          "from miniinductor.runtime.triton_runtime import autotune, cdiv, libdevice",
                          "_best = []  # the block sizes max_autotune picked"])
         for helper in sorted(self.helpers):
@@ -737,34 +738,50 @@ class TritonKernel:
         params = self.pointer_names() + ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.is_reduction else [])
         code.writeline(f"def {self.kernel_name()}({', '.join(params)}):")
         with code.indent():
-            code.writeline(f"xnumel = {self.xnumel}")
-            code.writeline(f"xoffset = {'tl.program_id(0).to(tl.int64)' if int64 else 'tl.program_id(0)'} * XBLOCK")
-            code.writeline(f"xindex = xoffset + tl.arange(0, XBLOCK){'[:, None]' if self.is_reduction else ''}")
-            code.writeline("xmask = xindex < xnumel")
-            code.writelines(self._var_definitions(self._x_dims, "xindex"))
-            if self.is_reduction:
-                code.writeline(f"rnumel = {self.rnumel}")
-                code.writeline(f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if int64 else ''}")
-            if self.persistent:
-                code.writelines(self._r_definitions(looped=False))
-            for block in self.blocks:
-                code.splice(block.prefix)
-                if self.tiled:  # the second block dim is a second grid dim, not a loop
-                    code.writeline("roffset = tl.program_id(1) * RBLOCK")
-                    code.writelines(self._r_definitions(looped=True))
-                    code.splice(block.body)
-                elif block.kind == "loop" and self.is_reduction and not self.persistent:
-                    # literal bounds: Triton 3.6's interpreter cannot take a constexpr in range()
-                    code.writeline(f"for roffset in range(0, {self.rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
-                    with code.indent():
-                        code.writelines(self._r_definitions(looped=True))
-                        code.splice(block.body)
-                else:
-                    code.splice(block.body)
-                code.splice(block.suffix)
+            self._codegen_program(code)
         code.writelines(["", ""])
         code.writelines(self._launcher())
         return code.getvalue() + "\n"
+
+    def _codegen_program(self, code: IndentedBuffer):
+        """The kernel body: which rows this program takes, then the blocks in order."""
+        code.writelines([f"xnumel = {self.xnumel}", f"xoffset = {self._program_id()} * XBLOCK"])
+        code.writelines(self._x_header())
+        code.writelines(self._r_header())
+        self._codegen_blocks(code)
+
+    def _program_id(self) -> str:
+        return "tl.program_id(0).to(tl.int64)" if self._use_int64() else "tl.program_id(0)"
+
+    def _x_header(self) -> list[str]:
+        """The rows of this step, from `xoffset`."""
+        return [f"xindex = xoffset + tl.arange(0, XBLOCK){'[:, None]' if self.is_reduction else ''}",
+                "xmask = xindex < xnumel"] + self._var_definitions(self._x_dims, "xindex")
+
+    def _r_header(self) -> list[str]:
+        if not self.is_reduction:
+            return []
+        lines = [f"rnumel = {self.rnumel}",
+                 f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if self._use_int64() else ''}"]
+        return lines + (self._r_definitions(looped=False) if self.persistent else [])
+
+    def _codegen_blocks(self, code: IndentedBuffer):
+        rblock = self.block_sizes().get("RBLOCK")
+        for block in self.blocks:
+            code.splice(block.prefix)
+            if self.tiled:  # the second block dim is a second grid dim, not a loop
+                code.writeline("roffset = tl.program_id(1) * RBLOCK")
+                code.writelines(self._r_definitions(looped=True))
+                code.splice(block.body)
+            elif block.kind == "loop" and self.is_reduction and not self.persistent:
+                # literal bounds: Triton 3.6's interpreter cannot take a constexpr in range()
+                code.writeline(f"for roffset in range(0, {self.rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
+                with code.indent():
+                    code.writelines(self._r_definitions(looped=True))
+                    code.splice(block.body)
+            else:
+                code.splice(block.body)
+            code.splice(block.suffix)
 
     def _launcher(self) -> list[str]:
         ptrs, blocks = self.pointer_names(), self.block_sizes()

@@ -11,7 +11,9 @@ Passes, in order (`Scheduler.__init__`):
   1. `create_nodes`          one node per buffer, with its deps
   2. `dead_code_elimination` drop buffers nobody reads and nobody returns
   3. `fuse`                  rounds of pairwise fusion by score (fusion.py)
-  4. `order`                 a topological order of the groups, close to the original
+  4. `fuse_mix_order`        a row and a column reduction of one input share a kernel
+                             (Triton kernels only; fusion.py)
+  5. `order`                 a topological order of the groups, close to the original
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from ..ir.indexing import simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
-from .fusion import FusionDecision, dependency_problem, fused_shape, shared_bytes
+from ..runtime.triton_runtime import PERSISTENT_REDUCTION_MAX
+from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, shared_bytes
 
 
 def canonical(sizes) -> list[int]:
@@ -103,6 +106,7 @@ class FusedGroup:
         first = nodes[0]
         self.R = list(R if R is not None else first.outer if first.is_reduction else first.outer + first.inner)
         self.Q = list(Q if Q is not None else first.inner if first.is_reduction else [])
+        self.transposed: frozenset[str] = frozenset()  # mix-order: nodes reducing columns (R and Q swapped)
         self.kernel_name = ""
 
     @property
@@ -117,7 +121,8 @@ class FusedGroup:
 
     def __str__(self):
         loops = f"{self.R}" + (f" x reduction {self.Q}" if self.Q else "")
-        return f"{self.kernel_name}: {', '.join(self.get_names())} over {loops}"
+        columns = f" (mix-order: {', '.join(sorted(self.transposed))} reduce columns)" if self.transposed else ""
+        return f"{self.kernel_name}: {', '.join(self.get_names())} over {loops}{columns}"
 
 
 class Scheduler:
@@ -136,6 +141,8 @@ class Scheduler:
         self.original_order = {id(g): k for k, g in enumerate(self.groups)}
         if config.fusion:
             self.fuse()
+            if config.mix_order_reduction and V.has_graph() and V.graph.kernels_are_triton():
+                self.fuse_mix_order()
         self.schedule = self.order()
         for k, group in enumerate(g for g in self.schedule if isinstance(g, FusedGroup)):
             group.kernel_name = f"kernel{k}"
@@ -196,6 +203,36 @@ class Scheduler:
             touched |= {id(a), id(b), id(merged)}
             fused_any = True
         return fused_any
+
+    def fuse_mix_order(self):
+        """Pair each row-reducing group with a column-reducing group over the same rows that
+        shares its reads (the most bytes first): one kernel then reads the input once."""
+        groups = [g for g in self.groups if isinstance(g, FusedGroup) and g.is_reduction]
+        nbytes = lambda name: self.nbytes.get(name, 0)  # noqa: E731
+        pairs = sorted(((shared_bytes(a, b, nbytes), k, a, b) for k, (a, b) in enumerate(
+            (a, b) for i, a in enumerate(groups) for b in groups[i + 1:] if (a.R, a.Q) == (b.Q, b.R))),
+            key=lambda p: (-p[0], p[1]))
+        taken = set()
+        for score, _, a, b in pairs:
+            if score == 0 or id(a) in taken or id(b) in taken:
+                continue
+            # either may be the one reducing columns: try a as the row group, then b
+            problems = [mix_order_problem(row, col, PERSISTENT_REDUCTION_MAX) for row, col in ((a, b), (b, a))]
+            row, col = (a, b) if problems[0] is None or problems[1] is not None else (b, a)
+            problem = problems[0] and problems[1]
+            if problem is None and (via := self.path_between(row, col)):
+                problem = f"would create a cycle via {via}"
+            self.decisions.append(FusionDecision(row.get_name(), col.get_name(), problem is None,
+                                                 problem or f"mix-order, rows {row.R} x {row.Q}", score))
+            if problem:
+                continue
+            rank = {id(n): k for k, n in enumerate(self.nodes)}
+            merged = FusedGroup(sorted(row.nodes + col.nodes, key=lambda n: rank[id(n)]), row.R, row.Q)
+            merged.transposed = frozenset(col.get_names())
+            self.groups[self.groups.index(row)] = merged
+            self.groups.remove(col)
+            self.original_order[id(merged)] = min(self.original_order[id(row)], self.original_order[id(col)])
+            taken |= {id(row), id(col)}
 
     def can_fuse(self, a, b):
         """((R, Q), reason) when a and b may share a kernel, else (None, reason)."""
