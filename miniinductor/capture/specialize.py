@@ -36,7 +36,8 @@ def has_symbolic_inputs(example_inputs) -> bool:
     """Does Dynamo's graph take SymInts, or tensors with symbolic sizes, strides or offset?"""
     def symbolic(x):
         if isinstance(x, torch.Tensor):
-            return any(isinstance(s, _SYMBOLIC) for s in (*x.shape, *x.stride(), x.storage_offset()))
+            strided = (*x.stride(), x.storage_offset()) if x.layout == torch.strided else ()
+            return any(isinstance(s, _SYMBOLIC) for s in (*x.shape, *strided))
         return isinstance(x, _SYMBOLIC)
     return any(symbolic(x) for x in example_inputs)
 
@@ -47,7 +48,8 @@ def specialization_key(args) -> tuple:
     key = [torch.is_grad_enabled()]
     for x in args:
         if isinstance(x, torch.Tensor):
-            key.append((tuple(x.shape), x.stride(), x.dtype, x.device, x.requires_grad))
+            strides = x.stride() if x.layout == torch.strided else x.layout
+            key.append((tuple(x.shape), strides, x.dtype, x.device, x.requires_grad))
         else:
             key.append((type(x), x))
     return tuple(key)
