@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -174,3 +176,14 @@ def test_each_specialisation_logged_once_and_warned_past_the_cap(caplog, monkeyp
     assert len(logged) == 4
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "more than 2 shape specialisations" in warnings[0].getMessage()
+
+
+def test_trace_of_a_specialisation_runs(tmp_path):
+    """The trace folder's fx_graph.py of a specialised graph has concrete example inputs."""
+    compiled = miniinductor.compile(size_dependent_view, dynamic=True, trace=str(tmp_path), **TEST_OPTIONS)
+    for n in (3, 4):
+        compiled(randn(2, n, 2 * n))
+    folders = sorted(p for p in tmp_path.iterdir() if p.is_dir())
+    assert len(folders) == 2
+    run = subprocess.run([sys.executable, "fx_graph.py"], cwd=folders[-1], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr

@@ -121,8 +121,12 @@ def bake_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
             values[node] = x
             values.update({user: x for user in node.users if _is_item(user)})
     graph = torch.fx.Graph()
-    out = graph.graph_copy(gm.graph, values)
-    graph.output(out)
+    graph.output(graph.graph_copy(gm.graph, values))
+    tensors = [x for x in args if isinstance(x, torch.Tensor)]
+    for node, x in zip([n for n in graph.nodes if n.op == "placeholder"], tensors):
+        # concrete example layouts (meta tensors: no data kept alive) for the trace folder
+        node.meta["example_value"] = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+        node.meta.pop("val", None)
     return torch.fx.GraphModule(gm, graph)
 
 
