@@ -124,6 +124,8 @@ def bake_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:
     graph.output(graph.graph_copy(gm.graph, values))
     tensors = [x for x in args if isinstance(x, torch.Tensor)]
     for node, x in zip([n for n in graph.nodes if n.op == "placeholder"], tensors):
+        if x.layout != torch.strided:
+            continue
         # concrete example layouts (meta tensors: no data kept alive) for the trace folder
         node.meta["example_value"] = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
         node.meta.pop("val", None)
