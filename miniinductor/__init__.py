@@ -35,7 +35,10 @@ def backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
 def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=False, **options):
     """`torch.compile(model, backend=miniinductor)` with our options validated up front.
 
-    Precedence: explicit `**options` over `mode` over `preset` (see config.py)."""
+    Precedence: explicit `**options` over `mode` over `preset` (see config.py).
+    `dynamic` goes to torch.compile. False (the default): Dynamo recompiles a static graph
+    per shape. True, or None after a second shape: Dynamo hands over symbolic sizes and we
+    compile one static specialisation per concrete shape (capture/specialize.py)."""
     Config.build(mode, options, preset)  # fail fast on a bad mode, preset or option
 
     def configured_backend(gm, example_inputs):

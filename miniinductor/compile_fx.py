@@ -174,10 +174,12 @@ def _log_compiled(cg: CompiledGraph):
 
 
 def _unsupported_graph(example_inputs) -> str | None:
+    """Why this ATen graph must run eagerly, or None. (Symbolic sizes never get here through
+    the backend: capture/specialize.py compiles one static graph per concrete shape.)"""
+    from .capture.specialize import has_symbolic_inputs
+    if has_symbolic_inputs(example_inputs):
+        return "symbolic sizes (only capture.compile_fx specialises them)"
     for x in example_inputs:
-        if isinstance(x, torch.SymInt) or (isinstance(x, torch.Tensor) and any(
-                isinstance(s, torch.SymInt) for s in x.shape)):
-            return "dynamic shapes"
         if isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "cuda"):
             return f"{x.device.type} tensors"
     return None

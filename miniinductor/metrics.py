@@ -15,11 +15,13 @@ graphs_compiled = 0
 nodes_before_fusion = 0             # scheduler nodes (one per buffer) before fusion ...
 nodes_after_fusion = 0              # ... and kernels + extern calls after it
 estimated_bytes_moved = 0           # bytes the generated kernels read and write, summed
+specializations = 0                 # static compiles of graphs with symbolic sizes (one per shape)
 
 
 def reset():
     global generated_kernel_count, fallback_count, graphs_compiled
-    global nodes_before_fusion, nodes_after_fusion, estimated_bytes_moved
+    global nodes_before_fusion, nodes_after_fusion, estimated_bytes_moved, specializations
+    specializations = 0
     nodes_before_fusion = nodes_after_fusion = estimated_bytes_moved = 0
     generated_kernel_count = 0
     fallback_count = 0

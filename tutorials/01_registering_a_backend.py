@@ -86,7 +86,10 @@ assert len(calls) == 1
 
 # %% [markdown]
 # A new input shape fails a guard and triggers a recompile (we pass `dynamic=False`,
-# as miniinductor does, so each shape gets its own static graph):
+# as `miniinductor.compile` does by default, so each shape gets its own static graph;
+# with `dynamic=True`, or the default `dynamic=None` after a second shape, Dynamo hands
+# over SymInt sizes instead, and miniinductor compiles one static specialisation per
+# concrete shape, see `capture/specialize.py`):
 
 # %%
 torch._dynamo.reset()
@@ -162,7 +165,7 @@ print("torch.compile(fn, backend=miniinductor) matches eager")
 # ## 4. `miniinductor.compile`: the same, with options checked
 #
 # `miniinductor.compile(fn, **options)` is `torch.compile(fn, backend=...)` with
-# `dynamic=False` and options validated up front. Options are the fields of one frozen
+# `dynamic=False` by default and options validated up front. Options are the fields of one frozen
 # dataclass, `miniinductor.Config`, that is passed explicitly through every phase (no
 # global mutable config module):
 

@@ -15,6 +15,7 @@ LOG_NAMES = {
     "memory": "each graph's memory plan: lifetimes, reuse, planned peak vs eager",
     "output_code": "the path and text of each generated wrapper",
     "fallback": "each op that fell back to ATen, and why",
+    "dynamic": "each static specialisation of a graph with symbolic sizes, with its shapes",
 }
 
 

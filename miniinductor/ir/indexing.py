@@ -4,7 +4,8 @@ Mirrors `torch/_inductor/sizevars.py` and `torch/utils/_sympy/functions.py`. Eve
 and store in the loop IR addresses memory with an expression such as
 `i0*4096 + ModularIndexing(i1, 64, 12)`; views never copy data, they rewrite these.
 
-Simplified: sizes are plain integers (no dynamic shapes, no guards), so simplification
+Simplified: sizes are plain integers (no symbolic sizes, no guards: capture/specialize.py
+makes a dynamic-shape graph static, per concrete shape, before it gets here), so simplification
 needs only the loop ranges: `simplify_with_ranges(expr, {i0: 8, i1: 512})` uses the facts
 `0 <= i < range` to remove divisions and moduli that cannot change the value.
 """

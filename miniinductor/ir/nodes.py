@@ -16,7 +16,8 @@ Storage:
     slices all become a `reindex` function and, in the end, a SymPy index expression.
 
 Simplified: one `View` class instead of Inductor's many view nodes; layouts are either
-fixed (inputs, outputs, externs) or contiguous; sizes are ints (no dynamic shapes).
+fixed (inputs, outputs, externs) or contiguous; sizes are ints (dynamic shapes are
+specialised per concrete shape before lowering: capture/specialize.py).
 """
 from __future__ import annotations
 
