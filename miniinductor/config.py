@@ -30,6 +30,7 @@ PRESETS = {
     "max_autotune": {"max_autotune": True},
     "aten": {"fallback_all": True},
     "no_fusion": {"fusion": False},
+    "freezing": {"freezing": True},
 }
 
 
@@ -57,6 +58,8 @@ class Config:
     "... or when its body runs more ops than this."
     parallel_min_numel: int = 32768
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
+    freezing: bool = False
+    "Inference only: parameters and buffers become constants, and ops on them alone run once at compile time (later changes to them are not seen)."
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:

@@ -5,16 +5,22 @@ the Dynamo graph through the ATen dispatcher with our decomposition table, funct
 it (no in-place ops or aliasing left inside), and -- when gradients are needed -- splits it
 into a forward and a backward graph. Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function.
+
+With the `freezing` option the inference graph goes through freezing.py before it is compiled.
 """
 from __future__ import annotations
 
 import functools
+import logging
 
 import torch
 
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from .decompositions import decomposition_table
+from .freezing import compile_frozen, frozen_candidates
+
+log = logging.getLogger("miniinductor")
 
 
 def compile_fx(gm, example_inputs, config):
@@ -22,12 +28,23 @@ def compile_fx(gm, example_inputs, config):
 
     def compiler(name):
         return functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=gm)
+    training = _needs_grad(gm, example_inputs)
+    inference = compiler("inference")
+    if config.freezing and training:
+        _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
+    elif config.freezing:
+        inference = functools.partial(compile_frozen, inner=inference,
+                                      candidates=frozen_candidates(gm, example_inputs))
     return aot_module_simplified(
         gm, example_inputs,
         fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-        inference_compiler=compiler("inference"),
-        decompositions=decomposition_table(training=_needs_grad(gm, example_inputs)),
+        inference_compiler=inference, decompositions=decomposition_table(training=training),
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _say_once(message: str):
+    log.warning(message)
 
 
 def _needs_grad(gm, example_inputs) -> bool:
