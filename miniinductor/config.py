@@ -16,6 +16,8 @@ import dataclasses
 import difflib
 import os
 
+import torch
+
 #: what each torch.compile mode sets (as in `torch._inductor.list_mode_options()`)
 MODES = {
     "default": {},
@@ -32,6 +34,9 @@ PRESETS = {
     "no_fusion": {"fusion": False},
     "freezing": {"freezing": True},
 }
+
+#: the values `autocast_dtype` takes
+AUTOCAST_DTYPES = ("bfloat16", "float16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +65,10 @@ class Config:
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
     freezing: bool = False
     "Inference only: parameters and buffers become constants, and ops on them alone run once at compile time (later changes to them are not seen)."
+    autocast_enabled: bool = False
+    "Compile as if run under torch.autocast(<device of the inputs>, dtype=autocast_dtype)."
+    autocast_dtype: str = "bfloat16"
+    "The low-precision dtype of autocast_enabled: 'bfloat16' or 'float16'."
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
@@ -94,10 +103,17 @@ class Config:
                 close = difflib.get_close_matches(key, names, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names)}")
+        if isinstance(options.get("autocast_dtype"), torch.dtype):   # torch.bfloat16 → "bfloat16"
+            options["autocast_dtype"] = str(options["autocast_dtype"]).removeprefix("torch.")
         config = cls(**options)
-        if config.cpu_backend not in ("cpp", "triton"):
-            raise ValueError(f"cpu_backend must be one of 'cpp', 'triton'; got {config.cpu_backend!r}")
+        _check_choice("cpu_backend", config.cpu_backend, ("cpp", "triton"))
+        _check_choice("autocast_dtype", config.autocast_dtype, AUTOCAST_DTYPES)
         return config
+
+
+def _check_choice(name, value, valid):
+    if value not in valid:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}; got {value!r}")
 
 
 def _lookup(kind, name, table):

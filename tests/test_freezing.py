@@ -1,11 +1,14 @@
-"""The `freezing` option (capture/freezing.py, capture/aot.py).
+"""The `freezing` and `autocast_enabled` options (capture/freezing.py, capture/aot.py).
 
 Freezing must really fold (fewer graph inputs, constants holding the folded values, the
 weight's transpose and the `scale * 2` gone from the compiled graph) and still match eager
-on fresh inputs; with gradients needed it must do nothing and say so once.
+on fresh inputs; with gradients needed it must do nothing and say so once. Autocast must
+put autocast's casts into the ATen graph and match eager run under `torch.autocast`.
 
 Tolerances: float32 results use assert_close's defaults (folding runs the same ATen ops,
-only earlier).
+only earlier). bfloat16 results use conftest's bf16 tolerance (two bf16 ulps, rtol 1.6e-2):
+the matmuls see the same bf16 operands as eager under autocast, but our fused pointwise
+kernels compute in float32 and round once where eager may round between ops.
 """
 from __future__ import annotations
 
@@ -13,16 +16,18 @@ import copy
 import logging
 import re
 
+import pytest
 import torch
 import torch.nn as nn
 
 import miniinductor
-from conftest import check
+from conftest import DEFAULT_TOLERANCES, check
 from miniinductor.capture import aot
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.models import GPT2Block
 
 TRANSPOSE = re.compile(r"aten\.(t|permute)\.default")   # a linear's t(weight), decomposed or not
+BF16_TOL = dict(zip(("rtol", "atol"), DEFAULT_TOLERANCES[torch.bfloat16]))
 
 
 class ScaledLinear(nn.Module):
@@ -150,3 +155,53 @@ def test_freezing_is_ignored_when_gradients_are_needed(caplog):
     ref.sum().backward()
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(model.lin.weight.grad, reference.lin.weight.grad)
+
+
+# ------------------------------------------------------------------ autocast
+def mlp():
+    return nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 16)).eval()
+
+
+def under_autocast(model, dtype=torch.bfloat16):
+    def run(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return model(x)
+    return run
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_matches_eager_autocast(dtype):
+    model = mlp()
+    x = torch.randn(8, 32)
+    name = str(dtype).removeprefix("torch.")
+    compiled, cg = compile_once(model, x, autocast_enabled=True, autocast_dtype=name)
+    _, plain = compile_once(model, x)
+    # the casts are in the ATen graph: x, both weights and both biases go to low precision
+    assert aten_code(cg).count(f"_to_copy.default(") >= 5 and f"dtype = torch.{name}" in aten_code(cg)
+    assert "_to_copy" not in aten_code(plain)
+    with torch.no_grad():
+        out = check(under_autocast(model, dtype), torch.randn(8, 32), compiled=compiled,
+                    **(BF16_TOL if dtype == torch.bfloat16 else {}))
+    assert out.dtype == dtype          # check() also compared it with eager-autocast's dtype
+
+
+def test_autocast_through_torch_compile_options():
+    model = mlp()
+    compiled = torch.compile(model, backend="miniinductor", options={"autocast_enabled": True})
+    with torch.no_grad():
+        out = check(under_autocast(model), torch.randn(8, 32), compiled=compiled, **BF16_TOL)
+    assert out.dtype == torch.bfloat16
+
+
+def test_autocast_with_freezing_stores_weights_in_low_precision():
+    model = mlp()
+    x = torch.randn(8, 32)
+    compiled, cg = compile_once(model, x, autocast_enabled=True, freezing=True)
+    # only the input's cast is left in the graph; the weights' and biases' were folded
+    assert aten_code(cg).count("_to_copy.default(") == 1
+    constants = list(cg.graph.constants.values())
+    assert all(c.dtype == torch.bfloat16 for c in constants) and len(constants) == 4
+    assert any(torch.equal(c, model[0].weight.to(torch.bfloat16).t()) for c in constants)
+    with torch.no_grad():
+        out = check(under_autocast(model), torch.randn(8, 32), compiled=compiled, **BF16_TOL)
+    assert out.dtype == torch.bfloat16

@@ -6,10 +6,14 @@ it (no in-place ops or aliasing left inside), and -- when gradients are needed -
 into a forward and a backward graph. Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function.
 
-With the `freezing` option the inference graph goes through freezing.py before it is compiled.
+Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
+ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
+compiled code does what eager does under autocast, without autocast being on at run time.
+`freezing`: the inference graph goes through freezing.py before it is compiled.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 
@@ -35,11 +39,20 @@ def compile_fx(gm, example_inputs, config):
     elif config.freezing:
         inference = functools.partial(compile_frozen, inner=inference,
                                       candidates=frozen_candidates(gm, example_inputs))
-    return aot_module_simplified(
-        gm, example_inputs,
-        fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-        inference_compiler=inference, decompositions=decomposition_table(training=training),
-    )
+    with _autocast(config, example_inputs):
+        return aot_module_simplified(
+            gm, example_inputs,
+            fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+            inference_compiler=inference, decompositions=decomposition_table(training=training),
+        )
+
+
+def _autocast(config, example_inputs):
+    """torch.autocast for the inputs' device (the CPU when there are no tensor inputs)."""
+    if not config.autocast_enabled:
+        return contextlib.nullcontext()
+    device = next((x.device.type for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
+    return torch.autocast(device, dtype=getattr(torch, config.autocast_dtype))
 
 
 @functools.lru_cache(maxsize=None)
