@@ -4,10 +4,15 @@ Mirrors `torch/_inductor/config.py`, minus the module of mutable globals: a `Con
 built once per `compile()` call and handed down; nothing reads global state.
 
 Where an option's value comes from, strongest first:
-  1. explicit options     `options={"fusion": False}` / `miniinductor.compile(fn, fusion=False)`
-  2. top-level flags      `mode="reduce-overhead"` (see MODES), `freezing=...`
-  3. a named preset       `preset="no_fusion"` (see PRESETS)
+  1. explicit options     `torch.compile(fn, backend="miniinductor", options={"fusion": False})`,
+                          `miniinductor.compile(fn, fusion=False)`
+  2. top-level flags      `mode="reduce-overhead"` (see MODES), and `miniinductor.compile`'s
+                          `freezing=`, `autocast_enabled=`, `autocast_dtype=` keywords
+  3. a named preset       `preset="no_fusion"` (see PRESETS); in torch.compile, `options={"preset": ...}`
   4. the defaults below
+So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze, and
+`miniinductor.compile(fn, mode="reduce-overhead", cudagraphs=False)` records no CUDA graph.
+(torch.compile itself refuses `mode` and `options` together.)
 `Config.build(...)` applies that order and rejects unknown names, listing close matches.
 """
 from __future__ import annotations
@@ -85,12 +90,15 @@ class Config:
         return {f.name: (getattr(defaults, f.name), helps.get(f.name, "")) for f in dataclasses.fields(cls)}
 
     @classmethod
-    def build(cls, mode: str | None = None, options: dict | None = None, preset: str | None = None) -> "Config":
-        """Preset, then mode, then explicit options, each overriding the one before."""
+    def build(cls, mode: str | None = None, options: dict | None = None, preset: str | None = None,
+              flags: dict | None = None) -> "Config":
+        """Preset, then the top-level flags (mode, then `flags` such as {"freezing": True};
+        None values count as not given), then explicit options, each overriding the one before."""
         values: dict = {}
         if preset is not None:
             values.update(_lookup("preset", preset, PRESETS))
         values.update(_lookup("mode", mode or "default", MODES))
+        values.update({k: v for k, v in (flags or {}).items() if v is not None})
         values.update(options or {})
         return cls.from_options(values)
 
