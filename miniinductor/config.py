@@ -71,7 +71,7 @@ class Config:
     freezing: bool = False
     "Inference only: parameters and buffers become constants, and ops on them alone run once at compile time (later changes to them are not seen)."
     autocast_enabled: bool = False
-    "Compile as if run under torch.autocast(<device of the inputs>, dtype=autocast_dtype)."
+    "Compile as if run under torch.autocast on the inputs' device, with dtype autocast_dtype."
     autocast_dtype: str = "bfloat16"
     "The low-precision dtype of autocast_enabled: 'bfloat16' or 'float16'."
 
