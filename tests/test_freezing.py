@@ -205,3 +205,20 @@ def test_autocast_with_freezing_stores_weights_in_low_precision():
     with torch.no_grad():
         out = check(under_autocast(model), torch.randn(8, 32), compiled=compiled, **BF16_TOL)
     assert out.dtype == torch.bfloat16
+
+
+def test_autocast_with_gradients_matches_eager_autocast():
+    """The joint graph is traced under autocast too: forward and backward see its casts."""
+    model = mlp()
+    reference = copy.deepcopy(model)
+    x = torch.randn(8, 32)
+    out = miniinductor.compile(model, autocast_enabled=True)(x)
+    out.float().sum().backward()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref = reference(x)
+    ref.float().sum().backward()
+    assert out.dtype == ref.dtype == torch.bfloat16
+    torch.testing.assert_close(out, ref, **BF16_TOL)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert p.grad.dtype == q.grad.dtype == torch.float32
+        torch.testing.assert_close(p.grad, q.grad, **BF16_TOL)   # grads of bf16 matmuls

@@ -64,7 +64,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs, candidates) -> list[int]:
     lined_up = len(placeholders) == len(candidates) == len(example_inputs) and all(
         c is None or (c.shape == x.shape and c.dtype == x.dtype) for c, x in zip(candidates, example_inputs))
     if metadata is None or not lined_up or len(metadata.input_info) != len(candidates):
-        log.info("freezing: AOTAutograd's inputs do not match the module's; nothing is frozen")
+        log.warning("freezing: AOTAutograd's inputs do not line up with Dynamo's; nothing is frozen")
         return every
     keep = {i for i, info in enumerate(metadata.input_info) if info.mutates_data or info.mutates_metadata}
     keep |= {out.base_idx for out in metadata.output_info if getattr(out, "base_idx", None) is not None}
