@@ -69,7 +69,7 @@ class Config:
     parallel_min_numel: int = 32768
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
     freezing: bool = False
-    "Inference only: parameters and buffers become constants, and ops on them alone run once at compile time (later changes to them are not seen)."
+    "Inference only: parameters and buffers become constants, and ops on them alone run once at compile time (later changes to them may not be seen)."
     autocast_enabled: bool = False
     "Compile as if run under torch.autocast on the inputs' device, with dtype autocast_dtype."
     autocast_dtype: str = "bfloat16"

@@ -185,7 +185,7 @@ def test_list_options_shows_every_field_with_default_and_help():
     for name, (default, help_text) in Config.field_help().items():
         assert help_text, f"Config.{name} has no one-line docstring"
         assert name in rows and repr(default) in rows[name] and help_text in rows[name], name
-    assert "not seen" in rows["freezing"]       # freezing's caveat is in its help
+    assert "may not be seen" in rows["freezing"]   # freezing's caveat is in its help
 
 
 def test_list_mode_options():

@@ -4,8 +4,9 @@ of the ATen graph, and every op that depends on constants alone runs once, at co
 Mirrors `torch/_inductor/freezing.py` (`freeze`, `replace_params_with_constants`) and the
 folding of `torch/_inductor/constant_folding.py`. A linear layer's `t(weight)`, a
 `weight * scale` or autocast's cast of a weight to bfloat16 then becomes a stored constant
-instead of work done on every call. Like Inductor's, a parameter changed after compiling
-is not seen (the constants were computed from its old value).
+instead of work done on every call. As in Inductor, a parameter changed after compiling
+may not be seen: what was folded from it keeps its old value, and a parameter replaced by
+a new tensor is not noticed (there is no guard on it).
 
 Simplified:
   * Which inputs are parameters: Inductor has Dynamo install them as graph attributes (it
@@ -19,8 +20,7 @@ Simplified:
     an alias of stay inputs, as in Inductor. When AOTAutograd's inputs do not line up one
     to one with those (duplicated or aliased inputs) nothing is frozen, and the log says so.
   * Folding runs each foldable node with ATen on the real tensors; none of Inductor's
-    extra passes (conv weight layouts, weight packing, pattern rewrites), and no guard on
-    the parameters' identity.
+    extra passes (conv weight layouts, weight packing, pattern rewrites).
 """
 from __future__ import annotations
 
@@ -88,9 +88,9 @@ def constant_fold(gm: torch.fx.GraphModule) -> int:
         for node in gm.graph.nodes:
             if _foldable(node, values):
                 args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), values.__getitem__)
-                value = node.target(*args, **kwargs)
-                if _matches_meta(value, node.meta.get("val")):
-                    values[node] = value
+                value, meta = node.target(*args, **kwargs), node.meta.get("val")
+                if not isinstance(meta, torch.Tensor) or (value.shape, value.dtype) == (meta.shape, meta.dtype):
+                    values[node] = value   # (a result unlike the traced one is left to run per call)
     made = 0
     for node, value in values.items():
         if node.op == "call_function" and isinstance(value, torch.Tensor) and any(u not in values for u in node.users):
@@ -110,12 +110,6 @@ def _foldable(node, values) -> bool:
     if isinstance(node.target, torch._ops.OpOverload):
         return not node.target._schema.is_mutable and torch.Tag.nondeterministic_seeded not in node.target.tags
     return node.target is operator.getitem
-
-
-def _matches_meta(value, meta) -> bool:
-    if not isinstance(meta, torch.Tensor):
-        return not isinstance(value, torch.Tensor)
-    return isinstance(value, torch.Tensor) and (value.shape, value.dtype) == (meta.shape, meta.dtype)
 
 
 def _replace_with_constant(gm, node, value, prefix):
