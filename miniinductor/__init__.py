@@ -25,22 +25,28 @@ def backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
     """The torch.compile backend: Dynamo's FX graph in, a compiled callable out.
     `torch.compile(m, backend="miniinductor", mode=..., options={...})` lands here;
     `options` may hold `preset` (see config.PRESETS) besides our option names."""
-    from .capture import compile_fx
-
     options = dict(options or {})
     preset = options.pop("preset", None)
-    return compile_fx(gm, example_inputs, Config.build(mode, options, preset))
+    return _compile_with(gm, example_inputs, Config.build(mode, options, preset))
 
 
-def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=False, **options):
+def _compile_with(gm, example_inputs, config):
+    from .capture import compile_fx
+    return compile_fx(gm, example_inputs, config)
+
+
+def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=False,
+            freezing=None, autocast_enabled=None, autocast_dtype=None, **options):
     """`torch.compile(model, backend=miniinductor)` with our options validated up front.
 
-    Precedence: explicit `**options` over `mode` over `preset` (see config.py).
+    `freezing`, `autocast_enabled` and `autocast_dtype` are top-level flags like `mode`.
+    Precedence: explicit `**options` over the flags over `preset` (see config.py).
     `dynamic` goes to torch.compile. False (the default): Dynamo recompiles a static graph
     per shape. True, or None after a second shape: Dynamo hands over symbolic sizes and we
     compile one static specialisation per concrete shape (capture/specialize.py)."""
-    Config.build(mode, options, preset)  # fail fast on a bad mode, preset or option
+    flags = {"freezing": freezing, "autocast_enabled": autocast_enabled, "autocast_dtype": autocast_dtype}
+    config = Config.build(mode, options, preset, flags)   # fail fast on a bad mode, preset or option
 
     def configured_backend(gm, example_inputs):
-        return backend(gm, example_inputs, mode=mode, options={**options, "preset": preset})
+        return _compile_with(gm, example_inputs, config)
     return torch.compile(model, backend=configured_backend, dynamic=dynamic, fullgraph=fullgraph)

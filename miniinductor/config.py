@@ -4,10 +4,15 @@ Mirrors `torch/_inductor/config.py`, minus the module of mutable globals: a `Con
 built once per `compile()` call and handed down; nothing reads global state.
 
 Where an option's value comes from, strongest first:
-  1. explicit options     `options={"fusion": False}` / `miniinductor.compile(fn, fusion=False)`
-  2. top-level flags      `mode="reduce-overhead"` (see MODES), `freezing=...`
-  3. a named preset       `preset="no_fusion"` (see PRESETS)
+  1. explicit options     `torch.compile(fn, backend="miniinductor", options={"fusion": False})`,
+                          `miniinductor.compile(fn, fusion=False)`
+  2. top-level flags      `mode="reduce-overhead"` (see MODES), and `miniinductor.compile`'s
+                          `freezing=`, `autocast_enabled=`, `autocast_dtype=` keywords
+  3. a named preset       `preset="no_fusion"` (see PRESETS); in torch.compile, `options={"preset": ...}`
   4. the defaults below
+So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze, and
+`miniinductor.compile(fn, mode="reduce-overhead", cudagraphs=False)` records no CUDA graph.
+(torch.compile itself refuses `mode` and `options` together.)
 `Config.build(...)` applies that order and rejects unknown names, listing close matches.
 """
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+
+import torch
 
 #: what each torch.compile mode sets (as in `torch._inductor.list_mode_options()`)
 MODES = {
@@ -30,7 +37,11 @@ PRESETS = {
     "max_autotune": {"max_autotune": True},
     "aten": {"fallback_all": True},
     "no_fusion": {"fusion": False},
+    "freezing": {"freezing": True},
 }
+
+#: the values `autocast_dtype` takes
+AUTOCAST_DTYPES = ("bfloat16", "float16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +70,12 @@ class Config:
     "... or when its body runs more ops than this."
     parallel_min_numel: int = 32768
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
+    freezing: bool = False
+    "Inference only: parameters and buffers become constants, and ops on them alone run once at compile time (later changes to them may not be seen)."
+    autocast_enabled: bool = False
+    "Compile as if run under torch.autocast on the inputs' device, with dtype autocast_dtype."
+    autocast_dtype: str = "bfloat16"
+    "The low-precision dtype of autocast_enabled: 'bfloat16' or 'float16'."
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
@@ -75,12 +92,15 @@ class Config:
         return {f.name: (getattr(defaults, f.name), helps.get(f.name, "")) for f in dataclasses.fields(cls)}
 
     @classmethod
-    def build(cls, mode: str | None = None, options: dict | None = None, preset: str | None = None) -> "Config":
-        """Preset, then mode, then explicit options, each overriding the one before."""
+    def build(cls, mode: str | None = None, options: dict | None = None, preset: str | None = None,
+              flags: dict | None = None) -> "Config":
+        """Preset, then the top-level flags (mode, then `flags` such as {"freezing": True};
+        None values count as not given), then explicit options, each overriding the one before."""
         values: dict = {}
         if preset is not None:
             values.update(_lookup("preset", preset, PRESETS))
         values.update(_lookup("mode", mode or "default", MODES))
+        values.update({k: v for k, v in (flags or {}).items() if v is not None})
         values.update(options or {})
         return cls.from_options(values)
 
@@ -93,10 +113,17 @@ class Config:
                 close = difflib.get_close_matches(key, names, n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names)}")
+        if isinstance(options.get("autocast_dtype"), torch.dtype):   # torch.bfloat16 → "bfloat16"
+            options["autocast_dtype"] = str(options["autocast_dtype"]).removeprefix("torch.")
         config = cls(**options)
-        if config.cpu_backend not in ("cpp", "triton"):
-            raise ValueError(f"cpu_backend must be one of 'cpp', 'triton'; got {config.cpu_backend!r}")
+        _check_choice("cpu_backend", config.cpu_backend, ("cpp", "triton"))
+        _check_choice("autocast_dtype", config.autocast_dtype, AUTOCAST_DTYPES)
         return config
+
+
+def _check_choice(name, value, valid):
+    if value not in valid:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}; got {value!r}")
 
 
 def _lookup(kind, name, table):

@@ -6,10 +6,17 @@ it (no in-place ops or aliasing left inside), and -- when gradients are needed -
 into a forward and a backward graph. Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
 symbolic sizes is first made static, one specialisation per concrete shape (specialize.py).
+
+Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
+ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
+compiled code does what eager does under autocast, without autocast being on at run time.
+`freezing`: the inference graph goes through freezing.py before it is compiled.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 
 import torch
 
@@ -17,6 +24,9 @@ from torch._functorch.aot_autograd import aot_module_simplified
 
 from .decompositions import decomposition_table
 from .specialize import Specializer, has_symbolic_inputs
+from .freezing import compile_frozen, frozen_candidates
+
+log = logging.getLogger("miniinductor")
 
 
 def compile_fx(gm, example_inputs, config):
@@ -27,12 +37,32 @@ def compile_fx(gm, example_inputs, config):
 
     def compiler(name):
         return functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=gm)
-    return aot_module_simplified(
-        gm, example_inputs,
-        fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-        inference_compiler=compiler("inference"),
-        decompositions=decomposition_table(training=_needs_grad(gm, example_inputs)),
-    )
+    training = _needs_grad(gm, example_inputs)
+    inference = compiler("inference")
+    if config.freezing and training:
+        _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
+    elif config.freezing:
+        inference = functools.partial(compile_frozen, inner=inference,
+                                      candidates=frozen_candidates(gm, example_inputs))
+    with _autocast(config, example_inputs):
+        return aot_module_simplified(
+            gm, example_inputs,
+            fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+            inference_compiler=inference, decompositions=decomposition_table(training=training),
+        )
+
+
+def _autocast(config, example_inputs):
+    """torch.autocast for the inputs' device (the CPU when there are no tensor inputs)."""
+    if not config.autocast_enabled:
+        return contextlib.nullcontext()
+    device = next((x.device.type for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
+    return torch.autocast(device, dtype=getattr(torch, config.autocast_dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _say_once(message: str):
+    log.warning(message)
 
 
 def _needs_grad(gm, example_inputs) -> bool:

@@ -1,0 +1,196 @@
+"""Options, modes and presets (config.py): each option reaches the compiled graph's Config
+by both routes (`torch.compile(..., options=)` and `miniinductor.compile`), bad names and
+values are rejected with the valid ones named, the documented precedence holds, and
+`list_options()` / `list_mode_options()` show every field and mode.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+
+import pytest
+import torch
+import torch.nn as nn
+
+import miniinductor
+from conftest import DEFAULT_TOLERANCES
+from miniinductor.compile_fx import collect_compiled
+from miniinductor.config import MODES, PRESETS, Config, list_mode_options, list_options
+
+BF16_TOL = dict(zip(("rtol", "atol"), DEFAULT_TOLERANCES[torch.bfloat16]))
+
+
+class Tiny(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):                     # [N, 8] -> [N, 8]
+        return torch.relu(self.lin(x)) * 2 + 1
+
+
+def non_default_options(tmp_path) -> dict:
+    """A value other than the default for every field."""
+    values = {
+        "cpu_backend": "triton",
+        "cxx": shutil.which("g++") or shutil.which("c++"),
+        "cudagraphs": True,
+        "max_autotune": True,
+        "trace": str(tmp_path / "trace"),
+        "fallback_all": True,
+        "fusion": False,
+        "max_fusion_size": 2,
+        "realize_reads_threshold": 1,
+        "realize_opcount_threshold": 1,
+        "parallel_min_numel": 1,
+        "freezing": True,
+        "autocast_enabled": True,
+        "autocast_dtype": "float16",
+    }
+    assert set(values) == {f.name for f in dataclasses.fields(Config)}, "a new option needs a value here"
+    defaults = Config()
+    assert all(values[k] != getattr(defaults, k) for k in values)
+    return values
+
+
+def compiled_config(compiled, x) -> Config:
+    """Run once under no_grad and return the Config the (only) compiled graph was built with."""
+    torch._dynamo.reset()
+    with torch.no_grad(), collect_compiled() as graphs:
+        out = compiled(x)
+    assert len(graphs) == 1
+    return graphs[0].graph.config, out
+
+
+@pytest.mark.parametrize("route", ["torch.compile", "miniinductor.compile"])
+def test_every_option_reaches_the_compiled_graph(route, tmp_path):
+    pytest.importorskip("triton")
+    options = non_default_options(tmp_path)
+    model, x = Tiny().eval(), torch.randn(4, 8)
+    if route == "torch.compile":
+        compiled = torch.compile(model, backend="miniinductor", options=options)
+    else:
+        compiled = miniinductor.compile(model, **options)
+    config, out = compiled_config(compiled, x)
+    assert dataclasses.asdict(config) == options
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+        expected = model(x)
+    assert out.dtype == expected.dtype == torch.float16
+    torch.testing.assert_close(out, expected, rtol=1e-3, atol=1e-3)   # fp16: ~one ulp (2**-10)
+    assert any((tmp_path / "trace").iterdir()), "the trace option wrote nothing"
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(Config)])
+def test_each_option_alone_reaches_the_compiled_graph(name, tmp_path):
+    value = non_default_options(tmp_path)[name]
+    if name == "cpu_backend":
+        pytest.importorskip("triton")
+    model, x = Tiny().eval(), torch.randn(4, 8)
+    config, out = compiled_config(miniinductor.compile(model, **{name: value}), x)
+    assert config == dataclasses.replace(Config(), **{name: value})
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=name == "autocast_enabled"):
+        expected = model(x)
+    assert out.dtype == expected.dtype
+    torch.testing.assert_close(out, expected, **(BF16_TOL if name == "autocast_enabled" else {}))
+
+
+def test_presets_reach_the_compiled_graph():
+    model, x = Tiny().eval(), torch.randn(4, 8)
+    config, _ = compiled_config(torch.compile(model, backend="miniinductor", options={"preset": "no_fusion"}), x)
+    assert config.fusion is False
+    config, _ = compiled_config(miniinductor.compile(model, preset="freezing"), x)
+    assert config.freezing is True
+    for name, settings in PRESETS.items():
+        assert {k: getattr(Config.build(preset=name), k) for k in settings} == settings
+
+
+# ------------------------------------------------------------------ errors
+def test_unknown_option_lists_close_matches():
+    with pytest.raises(ValueError, match="did you mean freezing") as info:
+        miniinductor.compile(Tiny(), freezng=True)
+    assert "Valid options:" in str(info.value) and "autocast_dtype" in str(info.value)
+    with pytest.raises(ValueError, match="did you mean autocast_enabled"):
+        Config.build(options={"autocast_enable": True})
+    # through torch.compile the backend raises when it compiles (Dynamo wraps the error)
+    compiled = torch.compile(Tiny(), backend="miniinductor", options={"fusoin": False})
+    with pytest.raises(Exception, match="did you mean fusion"):
+        compiled(torch.randn(2, 8))
+
+
+@pytest.mark.parametrize("kwargs, valid", [
+    ({"mode": "fast"}, list(MODES)),
+    ({"preset": "freeze"}, list(PRESETS)),
+    ({"cpu_backend": "cuda"}, ["'cpp'", "'triton'"]),
+    ({"autocast_dtype": "float32"}, ["'bfloat16'", "'float16'"]),
+    ({"autocast_dtype": "bf16"}, ["'bfloat16'", "'float16'"]),
+])
+def test_bad_values_name_the_valid_ones(kwargs, valid):
+    with pytest.raises(ValueError) as info:
+        miniinductor.compile(Tiny(), **kwargs)
+    message = str(info.value)
+    assert repr(next(iter(kwargs.values()))) in message
+    assert all(v in message for v in valid), message
+
+
+def test_bad_preset_suggests_the_close_one():
+    with pytest.raises(ValueError, match="did you mean 'freezing'"):
+        Config.build(preset="freezng")
+
+
+def test_autocast_dtype_accepts_a_torch_dtype():
+    assert Config.build(options={"autocast_dtype": torch.float16}).autocast_dtype == "float16"
+
+
+# ------------------------------------------------------------------ precedence
+def test_explicit_options_win_over_mode():
+    config, _ = compiled_config(miniinductor.compile(Tiny(), mode="reduce-overhead", cudagraphs=False),
+                                torch.randn(2, 8))
+    assert config.cudagraphs is False
+    assert Config.build("reduce-overhead").cudagraphs is True
+
+
+def test_top_level_flags_win_over_preset_and_lose_to_options():
+    config, _ = compiled_config(miniinductor.compile(Tiny(), preset="freezing", freezing=False),
+                                torch.randn(2, 8))
+    assert config.freezing is False
+    assert Config.build(preset="freezing", flags={"freezing": None}).freezing is True   # None: not given
+    assert Config.build(flags={"freezing": True}, options={"freezing": False}).freezing is False
+    assert Config.build(flags={"autocast_dtype": "float16"}, options={"autocast_dtype": "bfloat16"}
+                        ).autocast_dtype == "bfloat16"
+    # torch.compile has no such flags: there options={"preset": ..., name: ...} sets both
+    config, _ = compiled_config(torch.compile(Tiny(), backend="miniinductor",
+                                              options={"preset": "freezing", "freezing": False}),
+                                torch.randn(2, 8))
+    assert config.freezing is False
+
+
+def test_mode_wins_over_preset(monkeypatch):
+    # no shipped preset and mode disagree on a field, so make a preset that does
+    monkeypatch.setitem(PRESETS, "no_cudagraphs", {"cudagraphs": False, "fusion": False})
+    config = Config.build("reduce-overhead", preset="no_cudagraphs")
+    assert config.cudagraphs is True and config.fusion is False
+
+
+def test_precedence_is_documented_in_the_order_applied():
+    import miniinductor.config as config_module
+    doc = config_module.__doc__
+    assert doc.index("explicit options") < doc.index("top-level flags") < doc.index("a named preset")
+    assert "freezing=" in doc and "autocast_enabled=" in doc
+
+
+# ------------------------------------------------------------------ listings
+def test_list_options_shows_every_field_with_default_and_help():
+    table = list_options()
+    rows = {line.split()[0]: line for line in table.splitlines()[1:]}
+    for name, (default, help_text) in Config.field_help().items():
+        assert help_text, f"Config.{name} has no one-line docstring"
+        assert name in rows and repr(default) in rows[name] and help_text in rows[name], name
+    assert "may not be seen" in rows["freezing"]   # freezing's caveat is in its help
+
+
+def test_list_mode_options():
+    assert list_mode_options() == MODES
+    assert list_mode_options("reduce-overhead") == {"cudagraphs": True}
+    assert list_mode_options("max-autotune") == {"max_autotune": True, "cudagraphs": True}
+    with pytest.raises(ValueError, match="max-autotune-no-cudagraphs"):
+        list_mode_options("max_autotune")
