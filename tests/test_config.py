@@ -39,6 +39,7 @@ def non_default_options(tmp_path) -> dict:
         "trace": str(tmp_path / "trace"),
         "fallback_all": True,
         "fusion": False,
+        "mix_order_reduction": False,
         "max_fusion_size": 2,
         "realize_reads_threshold": 1,
         "realize_opcount_threshold": 1,

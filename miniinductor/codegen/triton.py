@@ -22,9 +22,13 @@ them). Where C++ walks one element at a time, a Triton program handles a *block*
         tmp2 = tl.reduce(tmp1, 1, _sum_combine)[:, None]
         tl.store(out_ptr0 + (i0), tmp2, xmask)
 
+    _launch_kernel0 = Launcher(triton_kernel0, (1,), XBLOCK=8, RBLOCK=64, num_warps=2)
+
     def kernel0(in_ptr0, out_ptr0):                <- the launcher: tensors, in the order
-        triton_kernel0[(1,)](in_ptr0, out_ptr0,       of kernel.args.call_names()
-                             XBLOCK=8, RBLOCK=64, num_warps=2)
+        _launch_kernel0(in_ptr0, out_ptr0)            of kernel.args.call_names()
+
+(`Launcher(...)(args)` is `triton_kernel0[(1,)](args, XBLOCK=8, ...)` minus the JIT's
+per-call dispatch after the first call: runtime/triton_runtime.py.)
 
 Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`;
 runs of dimensions an index walks contiguously are merged first, so a contiguous access
@@ -40,9 +44,10 @@ reduction starts a new loop, as Inductor does for softmax). A pointwise group th
 writes memory transposed is *tiled* (`TritonKernel.for_group`, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis.
 
-Simplified: no autotuning (block sizes come from a small heuristic in
-runtime/triton_runtime.py), no split reductions, block pointers, or bounds assertions on
-indirect indices; sizes are static, so `xnumel`/`rnumel` are constants in the kernel.
+Simplified: block sizes come from a small heuristic in runtime/triton_runtime.py (with
+`max_autotune`, a few are timed); no split reductions (but mix-order ones:
+triton_mix_order.py), block pointers, or bounds assertions on indirect indices; sizes are
+static, so `xnumel`/`rnumel` are constants in the kernel.
 """
 from __future__ import annotations
 
@@ -730,7 +735,7 @@ class TritonKernel:
     def _codegen(self) -> str:
         code = IndentedBuffer()
         code.writelines(["import torch", "import triton", "import triton.language as tl",
-                         "from miniinductor.runtime.triton_runtime import autotune, cdiv, libdevice",
+                         "from miniinductor.runtime.triton_runtime import Launcher, autotune, cdiv, libdevice",
                          "_best = []  # the block sizes max_autotune picked"])
         for helper in sorted(self.helpers):
             code.splice(HELPERS[helper])
@@ -801,9 +806,17 @@ class TritonKernel:
                 f"    {launch}",
             ]
         grid = [cdiv(self.xnumel, blocks["XBLOCK"])] + ([cdiv(self.rnumel, blocks["RBLOCK"])] if self.tiled else [])
+        return self._launch_lines(lines, grid, ptrs, blocks)
+
+    def _launch_lines(self, lines, grid, args, blocks) -> list[str]:
+        """The launcher: `triton_kernel0[grid](...)`, bound once to a `Launcher` (which skips
+        the JIT's per-call dispatch) defined just before it."""
         kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
         grid_text = f"({grid[0]},)" if len(grid) == 1 else f"({grid[0]}, {grid[1]})"
-        return lines + [f"    {self.kernel_name()}[{grid_text}]({', '.join(ptrs + [kwargs])})"]
+        launch = f"_launch_{self.name}"
+        return [f"{launch} = Launcher({self.kernel_name()}, {grid_text}, {kwargs})  "
+                f"# = {self.kernel_name()}[{grid_text}](..., {kwargs})", ""] + lines + \
+            [f"    {launch}({', '.join(args)})"]
 
 
 def canonical_len(sizes) -> int:

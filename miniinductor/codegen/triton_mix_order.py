@@ -135,8 +135,7 @@ class MixOrderKernel(TritonKernel):
                 lines.append(f"    {ptr}_partial = torch.empty(({self.bands}, {self.rnumel}), dtype={dtype}, "
                              f"device={ptrs[0]}.device)")
             args.append(f"{ptr}_partial" if ptr in self.partials else ptr)
-        kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
-        lines.append(f"    {self.kernel_name()}[({self.bands},)]({', '.join(args + [kwargs])})")
+        lines = self._launch_lines(lines, [self.bands], args, blocks)
         for ptr, (_, combine) in self.partials.items():
             lines.append(f"    {ptr}.view(-1).copy_({ptr}_partial.{combine}(0))  # the bands' partial rows, combined")
         return lines
