@@ -62,6 +62,8 @@ class Config:
     "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and debugging)."
     mix_order_reduction: bool = True
     "Triton: a row and a column reduction of the same input share one kernel that reads it once."
+    mix_order_min_numel: int = 2**22
+    "... when that input has at least this many elements (below, the extra launches cost more)."
     max_fusion_size: int = 64
     "The most nodes one fused kernel may hold."
     realize_reads_threshold: int = 4

@@ -178,7 +178,7 @@ MIX_TOL = dict(rtol=1e-5, atol=1e-4)
 
 def test_mix_order_reduction_reads_the_input_once_with_triton_kernels():
     x = torch.randn(288, 32)
-    result = explain_checked(colsum_rowmax, x, cpu_backend="triton", **MIX_TOL)
+    result = explain_checked(colsum_rowmax, x, cpu_backend="triton", mix_order_min_numel=0, **MIX_TOL)
     assert kernel_count(result) == 1, str(result)
     (cg,) = result.graphs
     (group,) = cg.fused_groups()
@@ -191,7 +191,8 @@ def test_mix_order_reduction_reads_the_input_once_with_triton_kernels():
 
 def test_mix_order_reduction_off_or_with_cpp_kernels_is_two_kernels():
     x = torch.randn(288, 32)
-    for options in ({"cpu_backend": "triton", "mix_order_reduction": False}, {}):
+    for options in ({"cpu_backend": "triton", "mix_order_reduction": False, "mix_order_min_numel": 0},
+                    {"mix_order_min_numel": 0}):
         result = explain_checked(colsum_rowmax, x, **options, **MIX_TOL)
         assert kernel_count(result) == 2, (options, str(result))
         assert not any("mix-order" in d.reason for d in result.decisions)

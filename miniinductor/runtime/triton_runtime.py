@@ -132,7 +132,8 @@ class Launcher:
             hooks = (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook)
         except (ImportError, AttributeError):
             return False
-        return hooks == (None, None) and hasattr(torch._C, "_cuda_getCurrentRawStream")
+        unhooked = all(h is None or not getattr(h, "calls", True) for h in hooks)   # None, or an empty HookChain
+        return unhooked and hasattr(torch._C, "_cuda_getCurrentRawStream")
 
 
 # --------------------------------------------------------------------------- helpers

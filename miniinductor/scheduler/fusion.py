@@ -88,7 +88,7 @@ MIX_ORDER_KINDS = {"sum": "sum", "max": "amax", "min": "amin"}
 MIX_ORDER_MIN_ROWS = 256
 
 
-def mix_order_problem(row, col, persistent_max: int) -> str | None:
+def mix_order_problem(row, col, persistent_max: int, min_numel: int = 0) -> str | None:
     """Why `row` (reducing rows R x Q) and `col` (reducing columns: its R is row's Q) cannot
     share a mix-order kernel, or None."""
     if not (row.is_reduction and col.is_reduction) or (row.R, row.Q) != (col.Q, col.R):
@@ -101,6 +101,8 @@ def mix_order_problem(row, col, persistent_max: int) -> str | None:
         return f"rows longer than {persistent_max} do not fit one block"
     if math.prod(row.R) < MIX_ORDER_MIN_ROWS:
         return f"fewer than {MIX_ORDER_MIN_ROWS} rows"
+    if math.prod(row.R) * math.prod(row.Q) < min_numel:
+        return f"fewer than mix_order_min_numel={min_numel} elements"
     for a, b in ((row, col), (col, row)):
         written = {d.name for n in a.nodes for d in n.writes}
         if any(d.name in written for n in b.nodes for d in n.reads):

@@ -217,7 +217,8 @@ class Scheduler:
             if score == 0 or id(a) in taken or id(b) in taken:
                 continue
             # either may be the one reducing columns: try a as the row group, then b
-            problems = [mix_order_problem(row, col, PERSISTENT_REDUCTION_MAX) for row, col in ((a, b), (b, a))]
+            problems = [mix_order_problem(row, col, PERSISTENT_REDUCTION_MAX, self.config.mix_order_min_numel)
+                        for row, col in ((a, b), (b, a))]
             row, col = (a, b) if problems[0] is None or problems[1] is not None else (b, a)
             problem = problems[0] and problems[1]
             if problem is None and (via := self.path_between(row, col)):
