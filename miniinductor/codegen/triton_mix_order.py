@@ -25,7 +25,7 @@ accumulator of one row; the launcher then combines the bands' partial rows:
     def kernel0(in_ptr0, out_ptr0, out_ptr1):
         out_ptr1_partial = torch.empty((512, 4096), dtype=torch.float32, device=in_ptr0.device)
         triton_kernel0[(512,)](in_ptr0, out_ptr0, out_ptr1_partial, XBLOCK=2, RBLOCK=4096, num_warps=8)
-        out_ptr1.view(-1).copy_(out_ptr1_partial.sum(0))     <- 512 partial rows → the column sums
+        torch.sum(out_ptr1_partial, 0, out=out_ptr1.view(-1))   <- 512 partial rows → the column sums
 
 A column node's body runs with its loop variables swapped (its rows are our reduction
 dims and its reduction our rows), so its loads print the same index as the row nodes' and
@@ -64,7 +64,7 @@ class MixOrderKernel(TritonKernel):
         self.column_mode = False            # True while such a node's body runs
         self.column_prefix: list[str] = []  # accumulators, before the band loop
         self.column_suffix: list[str] = []  # partial-row stores, after it
-        self.partials: dict[str, tuple] = {}   # out pointer → (dtype of its partials, combining torch reduction)
+        self.partials: dict[str, tuple] = {}   # out pointer → (dtype of its partials, combining torch reduction, output dtype)
         self.pending: dict[str, str] = {}      # accumulator → its reduction type
         xblock = self.block_sizes()["XBLOCK"]
         bands = max(1, min(max_bands(), self.xnumel // MIN_BAND_ROWS))
@@ -114,7 +114,7 @@ class MixOrderKernel(TritonKernel):
         ptr = self.args.output(name)
         text, _ = self.index(index)
         self.column_suffix.append(f"tl.store({ptr} + ({self.rnumel}*{self._program_id()} + {text}), {value}, rmask)")
-        self.partials[ptr] = (self.var_dtypes[value], MIX_ORDER_KINDS[self.pending[value]])
+        self.partials[ptr] = (self.var_dtypes[value], MIX_ORDER_KINDS[self.pending[value]], V.graph.get_dtype(name))
 
     def block_sizes(self) -> dict:
         """Steps of STEP_NUMEL elements, 8 warps: on an H100 (16384 x 4096) this ran at 76%
@@ -149,8 +149,11 @@ class MixOrderKernel(TritonKernel):
                              f"device={ptrs[0]}.device)")
             args.append(f"{ptr}_partial" if ptr in self.partials else ptr)
         lines = self._launch_lines(lines, [self.bands], args, blocks)
-        for ptr, (_, combine) in self.partials.items():
-            lines.append(f"    {ptr}.view(-1).copy_({ptr}_partial.{combine}(0))  # the bands' partial rows, combined")
+        for ptr, (dtype, combine, out_dtype) in self.partials.items():
+            if out_dtype == dtype:   # reduce straight into the output
+                lines.append(f"    torch.{combine}({ptr}_partial, 0, out={ptr}.view(-1))  # the bands' partial rows, combined")
+            else:
+                lines.append(f"    {ptr}.view(-1).copy_({ptr}_partial.{combine}(0))  # the bands' partial rows, combined")
         return lines
 
 
