@@ -53,6 +53,10 @@ def colsum_rowmax(x):
     return x.sum(0), x.amax(1)
 
 
+#: the hand-written part of the markdown file starts here; --markdown keeps it
+NOTES_MARK = "<!-- notes: kept by bench_gpu.py -->"
+
+
 def nbytes(*ts):
     return sum(t.numel() * t.element_size() for t in ts)
 
@@ -177,6 +181,8 @@ def main():
     print("\n" + "\n".join(table))
     if opts.markdown:
         device = f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+        old = Path(opts.markdown).read_text() if Path(opts.markdown).exists() else ""
+        notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else ""   # hand-written, kept
         Path(opts.markdown).write_text(
             "# Benchmarks (GPU)\n\nProduced by `python benchmarks/bench_gpu.py --markdown docs/benchmarks_gpu.md` "
             f"(run by `bash benchmarks/gpu_suite.sh`) on {device}, {time.strftime('%Y-%m-%d')}.\n\n"
@@ -184,7 +190,7 @@ def main():
             "median of `triton.testing.do_bench`; `mini/Inductor time` < 1 means miniinductor is faster; "
             "`% copy bw` is the minimum bytes the graph must move divided by the time, against the copy "
             "bandwidth. Compile times are the first call with empty caches (Dynamo + AOTAutograd included).\n\n"
-            + "\n".join(table) + "\n")
+            + "\n".join(table) + "\n" + ("\n" + notes if notes else ""))
     if opts.out:
         Path(opts.out).write_text(json.dumps({"copy_gbs": copy_bw, "rows": rows}, indent=1))
 

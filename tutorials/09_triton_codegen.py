@@ -13,6 +13,8 @@
 #   (`for roffset in range(...)` with block-shaped accumulators, when a row is longer
 #   than 4096);
 # * why a transposing copy is **tiled** over a 2-D grid of `[XBLOCK, RBLOCK]` tiles;
+# * how a row reduction and a column reduction of the same input share one
+#   **mix-order** kernel that reads the input once;
 # * how the *same* fused group from the scheduler becomes Triton instead of C++, and how
 #   the two kernels compare line by line;
 # * how to run it all on the CPU (`miniinductor.compile(fn, cpu_backend="triton")` runs
@@ -25,7 +27,7 @@
 # `generate_kernel`), `miniinductor/codegen/wrapper.py`.
 #
 # On the CPU the kernels run under Triton's *interpreter*: NumPy code, one program at a
-# time. It is slow, so every tensor below is tiny. Where a GPU is present, section 8 runs
+# time. It is slow, so every tensor below is tiny. Where a GPU is present, section 9 runs
 # the same functions on it.
 
 # %%
@@ -385,7 +387,47 @@ print(kernel_part(only_kernel(small_tr)))
 assert "pointwise: xnumel=60" in only_kernel(small_tr)
 
 # %% [markdown]
-# ## 6. Memory traffic of the fused softmax
+# ## 6. A row and a column reduction in one pass (mix-order)
+#
+# `x.sum(0)` (one value per column) and `x.amax(1)` (one per row) read the same `[M, N]`
+# input, but no loop nest fits both: the first reduces over the rows, the second over the
+# columns, so the scheduler's usual rule ("same `(R, Q)`") keeps them apart and the input
+# crosses memory twice: `2MN` floats read. On the GPU that capped this pair at 47% of
+# copy bandwidth.
+#
+# `Scheduler.fuse_mix_order` pairs them anyway, and `MixOrderKernel`
+# (`codegen/triton_mix_order.py`) generates one kernel in which each program takes a
+# **band** of rows: every row is reduced whole, as in section 3, while the band's column
+# partials are folded into an accumulator of one row (`tl.reduce(..., 0, ...)`). Each
+# program stores its partial row; the launcher combines the bands' partial rows with one
+# small ATen reduction. Reads: `MN` floats, plus `bands x N` partials.
+#
+# The column node's body runs with its loop variables swapped (its rows are the kernel's
+# reduction dimension), so its load prints the same text as the row node's and CSE shares
+# it: one `tl.load` feeds both reductions. By default only inputs of 4M elements or more
+# are paired (below that the extra launch costs more than the read it saves), so this tiny
+# example lowers the bar with `mix_order_min_numel=0`.
+
+# %%
+
+
+def colsum_rowmax(x):
+    return x.sum(0), x.amax(1)
+
+
+mix_x = torch.randn(256, 32)   # the band loop needs at least 256 rows
+mixed = compile_one(colsum_rowmax, mix_x, cpu_backend="triton", mix_order_min_numel=0)
+mix_source = only_kernel(mixed)
+print(mixed.fused_groups()[0])
+print(kernel_part(mix_source))
+assert "mix-order reduction" in mix_source and mix_source.count("tl.load(") == 1
+two = compile_one(colsum_rowmax, mix_x, cpu_backend="triton")   # the default bar: two kernels
+print(f"input read once: {sum(mixed.kernel_bytes.values()):,d} bytes in {len(mixed.kernels)} kernel; "
+      f"without mix-order: {sum(two.kernel_bytes.values()):,d} bytes in {len(two.kernels)} kernels")
+assert len(two.kernels) == 2 and sum(two.kernel_bytes.values()) > sum(mixed.kernel_bytes.values())
+
+# %% [markdown]
+# ## 7. Memory traffic of the fused softmax
 #
 # Softmax over an `[R, C]` float32 tensor, `N = R*C` elements. Eager PyTorch run op by op
 # (`amax`, `sub`, `exp`, `sum`, `div`: what the decomposition does) moves, in floats:
@@ -428,7 +470,7 @@ assert unfused_bytes == (4 * N + 5 * R) * 4 and len(unfused.kernels) == 3
 # (20 KB for 5000 floats) usually come back from the GPU's L2 cache on the second and
 # third pass, so it costs less than the count suggests, but more than `2N`.
 #
-# ## 7. Timing
+# ## 8. Timing
 #
 # On the CPU the kernels above ran in Triton's **interpreter**: each program is a series of
 # NumPy calls on blocks, with Python overhead on every line. Its timings mean nothing for a
@@ -454,10 +496,10 @@ if not HAS_GPU:
         eager_s = min(timed(softmax, mem_x) for _ in range(5))
     print(f"interpreted Triton softmax {R}x{C}: {interp_s * 1e3:.1f} ms; eager: {eager_s * 1e3:.3f} ms")
     print("No GPU here: timings of the Triton interpreter mean nothing, so there is no benchmark.")
-    print("On a machine with CUDA, section 8 compiles these functions for the GPU and times them.")
+    print("On a machine with CUDA, section 9 compiles these functions for the GPU and times them.")
 
 # %% [markdown]
-# ## 8. On the GPU
+# ## 9. On the GPU
 #
 # With CUDA tensors, Triton is the default backend (no option needed): the kernels are
 # compiled by Triton to GPU code instead of being interpreted. The Triton source is the
