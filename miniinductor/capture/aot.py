@@ -3,7 +3,9 @@
 Mirrors `compile_fx` in `torch/_inductor/compile_fx.py`. `aot_module_simplified` traces
 the Dynamo graph through the ATen dispatcher with our decomposition table, functionalizes
 it (no in-place ops or aliasing left inside), and -- when gradients are needed -- splits it
-into a forward and a backward graph. Each is handed to `compile_fx_inner` (our compiler
+into a forward and a backward graph -- with Inductor's partitioner, which saves for the
+backward only what is cheaper to keep than to recompute (a min cut: pointwise values are
+recomputed from fewer saved tensors). Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
 symbolic sizes is first made static, one specialisation per concrete shape (specialize.py).
 
@@ -21,6 +23,7 @@ import logging
 import torch
 
 from torch._functorch.aot_autograd import aot_module_simplified
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from .decompositions import decomposition_table
 from .specialize import Specializer, has_symbolic_inputs
@@ -49,6 +52,7 @@ def compile_fx(gm, example_inputs, config):
             gm, example_inputs,
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
             inference_compiler=inference, decompositions=decomposition_table(training=training),
+            partition_fn=min_cut_rematerialization_partition,
         )
 
 
