@@ -118,8 +118,16 @@ class WrapperCodeGen:
         if buf.get_name() in plan.reuse:
             old = plan.reuse[buf.get_name()]
             return f"{buf.get_name()} = reinterpret({old}, {tuple(lay.size)}, {tuple(lay.stride)}, 0); del {old}  # reuse"
+        if lay.device.type == "cpu" or lay.device == self._guarded_device():
+            return (f"{buf.get_name()} = empty_strided_{lay.device.type}"
+                    f"({tuple(lay.size)}, {tuple(lay.stride)}, {lay.dtype})")
         return (f"{buf.get_name()} = empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, "
                 f"dtype={lay.dtype}, device={pyrepr(lay.device)})")
+
+    def _guarded_device(self):
+        """The CUDA device `call` makes current (so that empty_strided_cuda allocates there)."""
+        device = self.graph.current_device()
+        return device if device.type == "cuda" and device.index is not None else None
 
     @staticmethod
     def _extern_reads(node) -> list[str]:
@@ -167,7 +175,7 @@ class WrapperCodeGen:
             "import torch",
             "from ctypes import c_void_p",
             "from miniinductor.runtime.cpp_builder import load_kernels",
-            "from miniinductor.runtime.helpers import check_layout, reinterpret",
+            "from miniinductor.runtime.helpers import check_layout, empty_strided_cpu, empty_strided_cuda, reinterpret",
             "from miniinductor.runtime.triton_runtime import load_module",
             "empty_strided = torch.empty_strided",
             "constants = {}  # filled by the loader with the graph's constant tensors",
@@ -175,7 +183,11 @@ class WrapperCodeGen:
         ])
         self._kernel_definitions(code)
         code.writeline("")
-        code.writeline("def call(args):")
+        guarded = self._guarded_device()
+        if guarded is not None:   # run with the graph's GPU current, as Inductor's wrappers do
+            code.writelines(["def call(args):", f"    with torch.cuda._DeviceGuard({guarded.index}):",
+                             "        return _call(args)", "", ""])
+        code.writeline(f"def {'_call' if guarded is not None else 'call'}(args):")
         with code.indent():
             inputs = self.graph.graph_input_names
             if inputs:

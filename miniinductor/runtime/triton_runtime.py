@@ -113,14 +113,14 @@ class Launcher:
 
     def __call__(self, *args):
         kernel = self.kernel
-        if kernel is not None and args[0].device.index == self.device and \
+        if kernel is not None and args[0].get_device() == self.device and \
                 tuple(a.data_ptr() % 16 == 0 for a in args) == self.aligned:
             kernel.run(*self.grid3, torch._C._cuda_getCurrentRawStream(self.device), kernel.function,
                        kernel.packed_metadata, None, None, None, *args, *self.constexprs)
             return
         compiled = self.fn[self.grid](*args, **self.meta)
         if self.kernel is None and self._can_bind(compiled, args):
-            self.kernel, self.device = compiled, args[0].device.index
+            self.kernel, self.device = compiled, args[0].get_device()
             self.aligned = tuple(a.data_ptr() % 16 == 0 for a in args)
 
     @staticmethod
