@@ -180,6 +180,7 @@ def test_each_specialisation_logged_once_and_warned_past_the_cap(caplog, monkeyp
 
 def test_trace_of_a_specialisation_runs(tmp_path):
     """The trace folder's fx_graph.py of a specialised graph has concrete example inputs."""
+    pytest.importorskip("graphviz", reason="the trace draws the fusion graph with the graphviz package")
     compiled = miniinductor.compile(size_dependent_view, dynamic=True, trace=str(tmp_path), **TEST_OPTIONS)
     for n in (3, 4):
         compiled(randn(2, n, 2 * n))
