@@ -21,7 +21,9 @@
 #   Triton's interpreter) and on a GPU, and what the fused softmax saves in memory
 #   traffic.
 #
-# Files: `miniinductor/codegen/triton.py` (TritonOverrides, TritonKernel, tile_split),
+# Files: `miniinductor/codegen/triton.py` (TritonKernel, tile_split),
+# `miniinductor/codegen/triton_overrides.py` (TritonOverrides: the text of each op),
+# `miniinductor/codegen/triton_mix_order.py` (MixOrderKernel, section 6),
 # `miniinductor/runtime/triton_runtime.py` (block-size heuristics, helpers, the module
 # loader and the interpreter's libdevice), `miniinductor/compile_fx.py` (`kernel_backend`,
 # `generate_kernel`), `miniinductor/codegen/wrapper.py`.

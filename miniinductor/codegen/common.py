@@ -1,6 +1,6 @@
-"""Pieces every code generator shares: IndentedBuffer, CSE, KernelArgs, Kernel.
+"""Pieces every code generator shares: IndentedBuffer, CSE, KernelArgs, BlockKernel.
 
-Mirrors `torch/_inductor/codegen/common.py`. A `Kernel` *is* an ops handler: while a
+Mirrors `torch/_inductor/codegen/common.py`. A kernel *is* an ops handler: while a
 buffer's body runs under `V.set_ops_handler(kernel)`, each `ops.add(a, b)` goes through
 the backend's `*Overrides` table to become a string such as `a + b`, and `CSE` names it
 (`auto tmp3 = a + b;`) unless the same expression was already named.
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+
+from ..virtualized import V
 
 
 class IndentedBuffer:
@@ -97,3 +99,37 @@ class KernelArgs:
     def call_names(self) -> list[str]:
         """Buffer names to pass, in the order of the kernel's parameters."""
         return list(self.input_buffers) + list(self.output_buffers)
+
+
+def canonical_len(sizes) -> int:
+    """How many loops `sizes` needs (dims of size 1 need none)."""
+    return len([n for n in sizes if n != 1])
+
+
+class BlockKernel:
+    """What CppKernel and TritonKernel share: a fused group's body is a list of blocks (code
+    run once per outer iteration, or looping over the reduction ranges), and each scheduler
+    node's body goes into the current block or opens a new one. The backend says which
+    kind of block a node needs (`block_kind`) and when a node cannot join the open block of
+    that kind (`starts_new_block`, e.g. it reads a reduction the block finishes)."""
+
+    block = None
+
+    def block_kind(self, node) -> str:
+        raise NotImplementedError
+
+    def starts_new_block(self, kind: str, reads: set[str]) -> bool:
+        raise NotImplementedError
+
+    def _open_block(self, kind: str):
+        raise NotImplementedError
+
+    def codegen_node(self, node):
+        """Emit one scheduler node's body (a SchedulerNode with `index_for`) into the right block."""
+        kind = self.block_kind(node)
+        if self.block is None or self.starts_new_block(kind, {d.name for d in node.reads}):
+            self._open_block(kind)
+        index, rindex = node.index_for(self.itervars, self.reduction_vars)
+        with V.set_ops_handler(self):
+            node.node.store_body(index, rindex)
+        self.block.written.add(node.get_name())

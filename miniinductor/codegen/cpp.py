@@ -29,7 +29,7 @@ import torch
 from ..ir.indexing import cexpr, index_vars, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
-from .common import CSE, IndentedBuffer, KernelArgs
+from .common import CSE, BlockKernel, IndentedBuffer, KernelArgs, canonical_len
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -138,7 +138,7 @@ class Block:
         self.has_argreduction = False
 
 
-class CppKernel:
+class CppKernel(BlockKernel):
     """Generates one C++ function for a fused group: outer loops over `ranges`, then one
     block after another, each looping over `reduction_ranges` or not at all."""
 
@@ -158,22 +158,15 @@ class CppKernel:
         self.stores_in_scope: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------ blocks
-    def codegen_node(self, node):
-        """Emit one scheduler node's body into the right block."""
+    def block_kind(self, node) -> str:
         if node.is_reduction:
-            kind = "reduction"
-        elif self.reduction_ranges and canonical_len(node.ranges) > len(self.ranges):
-            kind = "inner"
-        else:
-            kind = "outer"
-        reads = {d.name for d in node.reads}
-        prev = self.block
-        if prev is None or prev.kind != kind or (kind == "reduction" and reads & prev.written):
-            self._open_block(kind)
-        index, rindex = node.index_for(self.itervars, self.reduction_vars)
-        with V.set_ops_handler(self):
-            node.node.store_body(index, rindex)
-        self.block.written.add(node.get_name())
+            return "reduction"
+        if self.reduction_ranges and canonical_len(node.ranges) > len(self.ranges):
+            return "inner"   # a per-element loop over the row, after its reductions
+        return "outer"
+
+    def starts_new_block(self, kind, reads) -> bool:
+        return self.block.kind != kind or (kind == "reduction" and bool(reads & self.block.written))
 
     def _open_block(self, kind):
         self.block = Block(kind)
@@ -359,6 +352,3 @@ class CppKernel:
             return [f"#pragma omp simd{clause}"]
         return []
 
-
-def canonical_len(sizes) -> int:
-    return len([n for n in sizes if n != 1])

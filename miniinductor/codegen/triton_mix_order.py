@@ -45,7 +45,8 @@ import torch
 from ..runtime.triton_runtime import cdiv, next_power_of_2
 from ..scheduler.fusion import MIX_ORDER_KINDS
 from ..virtualized import V
-from .triton import COMBINE, TRITON_TYPE, TritonKernel, compute_dtype, reduction_init
+from .triton import TritonKernel
+from .triton_overrides import COMBINE, TRITON_TYPE, compute_dtype, reduction_init
 
 #: bands (programs) per streaming multiprocessor of the GPU: enough to keep loads in flight
 #: (on an H100, 528 bands ran at 76% of copy bandwidth, 132 at 37-55%, for 16384 x 4096)
