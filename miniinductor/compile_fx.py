@@ -130,6 +130,15 @@ def generate_kernels(graph, scheduler, config, backend) -> tuple[dict, dict]:
     return kernels, inplace
 
 
+def precompile_kernels(module, kernels):
+    """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
+    the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
+    from .runtime.triton_runtime import precompile_all
+    launchers = [getattr(module, name).__globals__.get(f"_launch_{name}") for name in kernels]
+    seconds = precompile_all(launcher for launcher in launchers if launcher is not None)
+    log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
+
+
 def load_wrapper(source: str):
     """Write the wrapper module into the cache folder and import it from there."""
     path = write_source(source, "wrapper")
@@ -150,6 +159,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
         wrapper_source = wrapper.generate()
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)
+    if backend == "triton" and graph.current_device().type == "cuda":
+        precompile_kernels(module, kernels)
     metrics.generated_kernel_count += len(kernels)
     metrics.output_code_paths.append(path)
     metrics.graphs_compiled += 1

@@ -22,13 +22,15 @@ them). Where C++ walks one element at a time, a Triton program handles a *block*
         tmp2 = tl.reduce(tmp1, 1, _sum_combine)[:, None]
         tl.store(out_ptr0 + (i0), tmp2, xmask)
 
-    _launch_kernel0 = Launcher(triton_kernel0, (1,), XBLOCK=8, RBLOCK=64, num_warps=2)
+    _launch_kernel0 = Launcher(triton_kernel0, (1,), (torch.float32, torch.float32),
+                               XBLOCK=8, RBLOCK=64, num_warps=2)
 
     def kernel0(in_ptr0, out_ptr0):                <- the launcher: tensors, in the order
         _launch_kernel0(in_ptr0, out_ptr0)            of kernel.args.call_names()
 
 (`Launcher(...)(args)` is `triton_kernel0[(1,)](args, XBLOCK=8, ...)` minus the JIT's
-per-call dispatch after the first call: runtime/triton_runtime.py.)
+per-call dispatch after the first call; from the pointers' dtypes it can also compile
+ahead, all of a graph's kernels at once: runtime/triton_runtime.py.)
 
 Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`;
 runs of dimensions an index walks contiguously are merged first, so a contiguous access
@@ -587,16 +589,17 @@ class TritonKernel(BlockKernel):
                 f"    {launch}",
             ]
         grid = [cdiv(self.xnumel, blocks["XBLOCK"])] + ([cdiv(self.rnumel, blocks["RBLOCK"])] if self.tiled else [])
-        return self._launch_lines(lines, grid, ptrs, blocks)
+        return self._launch_lines(lines, grid, ptrs, blocks, [V.graph.get_dtype(n) for n in self.args.call_names()])
 
-    def _launch_lines(self, lines, grid, args, blocks) -> list[str]:
+    def _launch_lines(self, lines, grid, args, blocks, dtypes) -> list[str]:
         """The launcher: `triton_kernel0[grid](...)`, bound once to a `Launcher` (which skips
-        the JIT's per-call dispatch) defined just before it."""
+        the JIT's per-call dispatch, and can compile ahead from the pointers' dtypes)."""
         kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
         grid_text = f"({grid[0]},)" if len(grid) == 1 else f"({grid[0]}, {grid[1]})"
+        dtypes_text = f"({', '.join(map(str, dtypes))}{',' if len(dtypes) == 1 else ''})"
         launch = f"_launch_{self.name}"
-        return [f"{launch} = Launcher({self.kernel_name()}, {grid_text}, {kwargs})  "
-                f"# = {self.kernel_name()}[{grid_text}](..., {kwargs})", ""] + lines + \
+        return [f"# {self.kernel_name()}[{grid_text}](..., {kwargs}), pointers of {dtypes_text}",
+                f"{launch} = Launcher({self.kernel_name()}, {grid_text}, {dtypes_text}, {kwargs})", ""] + lines + \
             [f"    {launch}({', '.join(args)})"]
 
 

@@ -142,14 +142,15 @@ class MixOrderKernel(TritonKernel):
         lines = [f"def {self.name}({', '.join(ptrs)}):",
                  f'    """mix-order reduction: xnumel={self.xnumel}, rnumel={self.rnumel}, {self.bands} bands of '
                  f'{self.band} rows; takes the tensors of {self.args.call_names()}"""']
-        args = []
-        for ptr in ptrs:
+        args, dtypes = [], [V.graph.get_dtype(n) for n in self.args.call_names()]
+        for k, ptr in enumerate(ptrs):
             if ptr in self.partials:
                 dtype = self.partials[ptr][0]
                 lines.append(f"    {ptr}_partial = torch.empty(({self.bands}, {self.rnumel}), dtype={dtype}, "
                              f"device={ptrs[0]}.device)")
             args.append(f"{ptr}_partial" if ptr in self.partials else ptr)
-        lines = self._launch_lines(lines, [self.bands], args, blocks)
+            dtypes[k] = self.partials[ptr][0] if ptr in self.partials else dtypes[k]
+        lines = self._launch_lines(lines, [self.bands], args, blocks, dtypes)
         for ptr, (dtype, combine, out_dtype) in self.partials.items():
             if out_dtype == dtype:   # reduce straight into the output
                 lines.append(f"    torch.{combine}({ptr}_partial, 0, out={ptr}.view(-1))  # the bands' partial rows, combined")

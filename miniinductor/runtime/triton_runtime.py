@@ -105,8 +105,8 @@ class Launcher:
     launchers `CachingAutotuner` (`torch/_inductor/runtime/triton_heuristics.py`) builds.
     Under the interpreter, or when Triton's launch hooks are set, every call uses the JIT."""
 
-    def __init__(self, fn, grid: tuple, **meta):
-        self.fn, self.grid, self.meta = fn, tuple(grid), meta
+    def __init__(self, fn, grid: tuple, dtypes: tuple = (), **meta):
+        self.fn, self.grid, self.dtypes, self.meta = fn, tuple(grid), tuple(dtypes), meta
         self.grid3 = tuple(grid) + (1,) * (3 - len(grid))
         self.constexprs = tuple(meta[name] for name in fn.arg_names if name in meta)
         self.kernel, self.aligned, self.device = None, None, None
@@ -123,6 +123,12 @@ class Launcher:
             self.kernel, self.device = compiled, args[0].get_device()
             self.aligned = tuple(a.data_ptr() % 16 == 0 for a in args)
 
+    def precompile(self):
+        """Compile ahead of the first launch, from the pointers' dtypes alone (Triton's
+        `warmup`, which assumes 16-byte aligned pointers, as freshly allocated ones are)."""
+        if not interpreting() and self.dtypes:
+            self.fn.warmup(*self.dtypes, grid=self.grid, **self.meta)
+
     @staticmethod
     def _can_bind(compiled, args) -> bool:
         if interpreting() or not args or not args[0].is_cuda or not hasattr(compiled, "packed_metadata"):
@@ -134,6 +140,29 @@ class Launcher:
             return False
         unhooked = all(h is None or not getattr(h, "calls", True) for h in hooks)   # None, or an empty HookChain
         return unhooked and hasattr(torch._C, "_cuda_getCurrentRawStream")
+
+
+def precompile_all(launchers, workers: int = 8) -> float:
+    """Compile every kernel of a graph at once, in threads, before its first call (Triton
+    spends much of a compile in LLVM and in `ptxas`, a subprocess, where other threads
+    run). Inductor compiles in a pool of worker processes; threads are the small version.
+    A kernel that fails here is compiled again, the usual way, at its first launch.
+    Returns the seconds it took."""
+    import logging
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(launcher):
+        try:
+            launcher.precompile()
+        except Exception as exc:  # noqa: BLE001 -- the first launch will compile it (and raise)
+            logging.getLogger("miniinductor").debug("precompiling %s failed: %s", launcher.fn, exc)
+    start = time.perf_counter()
+    launchers = list(launchers)
+    if len(launchers) > 1:
+        with ThreadPoolExecutor(min(workers, len(launchers))) as pool:
+            list(pool.map(one, launchers))
+    return time.perf_counter() - start
 
 
 # --------------------------------------------------------------------------- helpers
