@@ -328,3 +328,22 @@ def randint(*shape, low=-10, high=10, dtype=torch.int64, nonzero=False):
 
 def randbool(*shape):
     return torch.rand(*shape) > 0.5
+
+
+def check_training_step(module, compiled, x, grad_out, rtol=1e-4, atol=1e-4):
+    """One forward+backward through `compiled` and through `module` eagerly, each on its own
+    copy of `x`; the outputs, x's gradient and every parameter's gradient must agree."""
+    x_c = x.detach().clone().requires_grad_(True)
+    x_e = x.detach().clone().requires_grad_(True)
+    module.zero_grad()
+    out = compiled(x_c)
+    out.backward(grad_out)
+    grads = {n: p.grad.clone() for n, p in module.named_parameters()}
+    module.zero_grad()
+    ref = module(x_e)
+    ref.backward(grad_out)
+    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol)
+    torch.testing.assert_close(x_c.grad, x_e.grad, rtol=rtol, atol=atol)
+    for name, p in module.named_parameters():
+        torch.testing.assert_close(grads[name], p.grad, rtol=rtol, atol=atol, msg=name)
+    return out

@@ -14,7 +14,7 @@ from miniinductor.codegen.memory_planning import nbytes
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.models import GPT2Block
 
-from conftest import requires_miniinductor
+from conftest import check_training_step, requires_miniinductor
 
 pytestmark = requires_miniinductor
 
@@ -134,30 +134,13 @@ def test_gpt2_block_forward_plan():
         assert "del buf" in cg.wrapper_source
 
 
-def training_step(block, compiled, x, grad_out):
-    """Compiled and eager forward+backward; compare outputs and every gradient."""
-    x_c = x.clone().requires_grad_(True)
-    x_e = x.clone().requires_grad_(True)
-    block.zero_grad()
-    out = compiled(x_c)
-    out.backward(grad_out)
-    grads = {n: p.grad.clone() for n, p in block.named_parameters()}
-    block.zero_grad()
-    ref = block(x_e)
-    ref.backward(grad_out)
-    torch.testing.assert_close(out, ref, **TOL)
-    torch.testing.assert_close(x_c.grad, x_e.grad, **TOL)
-    for name, p in block.named_parameters():
-        torch.testing.assert_close(grads[name], p.grad, **TOL, msg=name)
-
-
 def test_gpt2_block_training_step_plan():
     torch.manual_seed(0)
     block = GPT2Block(d_model=64, n_head=4).train()
     compiled = miniinductor.compile(block)
     x = torch.randn(2, 16, 64)
     with collect_compiled() as graphs:
-        training_step(block, compiled, x, torch.randn(2, 16, 64))
+        check_training_step(block, compiled, x, torch.randn(2, 16, 64), **TOL)
     assert len(graphs) == 2, [cg.graph.name for cg in graphs]
     for cg in graphs:
         check_plan_invariants(cg)
@@ -167,7 +150,7 @@ def test_gpt2_block_training_step_plan():
 
     # the second step, with new inputs, runs the same wrappers and still matches eager
     with collect_compiled() as again:
-        training_step(block, compiled, torch.randn(2, 16, 64), torch.randn(2, 16, 64))
+        check_training_step(block, compiled, torch.randn(2, 16, 64), torch.randn(2, 16, 64), **TOL)
     assert again == [], "the second step recompiled"
 
 
