@@ -64,11 +64,6 @@ def removable_buffers(group, scheduler) -> set[str]:
             and all(g is group for g in scheduler.readers(n))}
 
 
-def kernel_backend(graph, config) -> str:
-    """'triton' for GPU graphs; on the CPU, the `cpu_backend` option ('cpp' or 'triton')."""
-    return "triton" if graph.current_device().type == "cuda" else config.cpu_backend
-
-
 def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
     """{output: input} pairs where a kernel may write an output into the memory of an input
     that dies in it: same layout, nobody else reads the input, and every read of it in the
@@ -153,7 +148,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     graph = GraphLowering(gm, example_inputs, config, name).run()
     with V.set_graph_handler(graph):
         scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
-        backend = kernel_backend(graph, config)
+        backend = graph.kernel_backend()
         kernels, inplace = generate_kernels(graph, scheduler, config, backend)
         wrapper = WrapperCodeGen(graph, scheduler, kernels, backend, config, inplace)
         wrapper_source = wrapper.generate()

@@ -25,8 +25,9 @@
 # `miniinductor/codegen/triton_overrides.py` (TritonOverrides: the text of each op),
 # `miniinductor/codegen/triton_mix_order.py` (MixOrderKernel, section 6),
 # `miniinductor/runtime/triton_runtime.py` (block-size heuristics, helpers, the module
-# loader and the interpreter's libdevice), `miniinductor/compile_fx.py` (`kernel_backend`,
-# `generate_kernel`), `miniinductor/codegen/wrapper.py`.
+# loader and the interpreter's libdevice), `miniinductor/compile_fx.py` (`generate_kernel`),
+# `miniinductor/lowering/graph.py` (`GraphLowering.kernel_backend`),
+# `miniinductor/codegen/wrapper.py`.
 #
 # On the CPU the kernels run under Triton's *interpreter*: NumPy code, one program at a
 # time. It is slow, so every tensor below is tiny. Where a GPU is present, section 9 runs
@@ -163,10 +164,12 @@ print(wrapper[wrapper.index("def call"):].strip())
 # %% [markdown]
 # ## 2. The same group, in C++ and in Triton
 #
-# Nothing before codegen knows about Triton. Lowering and the scheduler produce the same
-# **fused group** -- a list of nodes, outer loops `R` and reduction loops `Q` -- and
-# `compile_fx.kernel_backend` picks who writes it: Triton for CUDA tensors, and on the
-# CPU the `cpu_backend` option (`"cpp"` by default). `generate_kernel(group, ...)` then
+# Lowering and the scheduler produce the same kind of **fused group** for both backends --
+# a list of nodes, outer loops `R` and reduction loops `Q` -- and
+# `GraphLowering.kernel_backend()` says who writes it: Triton for CUDA tensors, and on the
+# CPU the `cpu_backend` option (`"cpp"` by default). (A few earlier decisions ask it too:
+# an `addmm` is split for Triton, a mix-order pair (section 6) is Triton-only, and only C++
+# kernels store a twice-read transcendental value rather than recompute it.) `generate_kernel(group, ...)` then
 # builds a `CppKernel` or a `TritonKernel.for_group(group)`. Both are **ops handlers**
 # (tutorial 3): each node's `inner_fn` runs under the kernel, and every `ops.load`,
 # `ops.add`... writes one line of C++ or of Triton. Only the spelling of each op differs;
@@ -572,7 +575,7 @@ if HAS_GPU:
 #   that reads a finished reduction).
 # * Transposing copies are **tiled**: a 2-D grid of `[XBLOCK, RBLOCK]` tiles, coalesced on
 #   both sides.
-# * The scheduler's fused group is the same for both backends; `kernel_backend` picks
+# * The scheduler's fused group is the same for both backends; `kernel_backend()` picks
 #   `TritonKernel` or `CppKernel`, and each runs the same `inner_fn` closures as an ops
 #   handler that writes its own language.
 # * `cpu_backend="triton"` runs the kernels in Triton's interpreter: good for reading and

@@ -166,13 +166,16 @@ class GraphLowering(torch.fx.Interpreter):
                 result.realize()
         return result
 
-    def kernels_are_triton(self) -> bool:
-        return self._device.type == "cuda" or self.config.cpu_backend == "triton"
+    def kernel_backend(self) -> str:
+        """Who writes this graph's kernels: 'triton' for GPU graphs; on the CPU, the
+        `cpu_backend` option ('cpp' or 'triton'). Lowering (matmul.py, `_expensive`) and the
+        scheduler (mix-order fusion) ask too, not only codegen."""
+        return "triton" if self._device.type == "cuda" else self.config.cpu_backend
 
     def _stores_are_cheap(self) -> bool:
         """In C++ kernels a row stored and read back in the next loop stays in cache (and the
         output can be written in place over it); in Triton it would be a trip to global memory."""
-        return self._device.type == "cpu" and self.config.cpu_backend == "cpp"
+        return self.kernel_backend() == "cpp"
 
     def _record_origins(self, result, args):
         """Tag the loop bodies this node produced with its name and the names of the

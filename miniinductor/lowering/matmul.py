@@ -42,7 +42,7 @@ def only_pointwise_readers(node: torch.fx.Node) -> bool:
 @register_lowering(aten.addmm)
 def addmm(bias, mat1, mat2, beta=1, alpha=1):
     graph = V.graph
-    if not graph.kernels_are_triton():
+    if graph.kernel_backend() != "triton":
         raise NotImplementedError("one BLAS call with its bias epilogue (C++ kernels)")
     if beta != 1 or alpha != 1 or not only_pointwise_readers(graph.current_fx_node()):
         raise NotImplementedError("one BLAS call: a reader is not pointwise")

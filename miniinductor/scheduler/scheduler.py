@@ -141,7 +141,7 @@ class Scheduler:
         self.original_order = {id(g): k for k, g in enumerate(self.groups)}
         if config.fusion:
             self.fuse()
-            if config.mix_order_reduction and V.has_graph() and V.graph.kernels_are_triton():
+            if config.mix_order_reduction and V.has_graph() and V.graph.kernel_backend() == "triton":
                 self.fuse_mix_order()
         self.schedule = self.order()
         for k, group in enumerate(g for g in self.schedule if isinstance(g, FusedGroup)):
