@@ -195,25 +195,30 @@ class Scheduler:
             self.decisions.append(FusionDecision(a.get_name(), b.get_name(), shape is not None, reason, -neg_score))
             if shape is None:
                 continue
-            rank = {id(n): k for k, n in enumerate(self.nodes)}
-            merged = FusedGroup(sorted(a.nodes + b.nodes, key=lambda n: rank[id(n)]), *shape)
-            self.groups[self.groups.index(a)] = merged
-            self.groups.remove(b)
-            self.original_order[id(merged)] = min(self.original_order[id(a)], self.original_order[id(b)])
+            merged = self.merge(a, b, *shape)
             touched |= {id(a), id(b), id(merged)}
             fused_any = True
         return fused_any
+
+    def merge(self, a, b, R, Q) -> FusedGroup:
+        """Replace groups a and b by one group over (R, Q), its nodes in program order."""
+        rank = {id(n): k for k, n in enumerate(self.nodes)}
+        merged = FusedGroup(sorted(a.nodes + b.nodes, key=lambda n: rank[id(n)]), R, Q)
+        self.groups[self.groups.index(a)] = merged
+        self.groups.remove(b)
+        self.original_order[id(merged)] = min(self.original_order[id(a)], self.original_order[id(b)])
+        return merged
 
     def fuse_mix_order(self):
         """Pair each row-reducing group with a column-reducing group over the same rows that
         shares its reads (the most bytes first): one kernel then reads the input once."""
         groups = [g for g in self.groups if isinstance(g, FusedGroup) and g.is_reduction]
         nbytes = lambda name: self.nbytes.get(name, 0)  # noqa: E731
-        pairs = sorted(((shared_bytes(a, b, nbytes), k, a, b) for k, (a, b) in enumerate(
-            (a, b) for i, a in enumerate(groups) for b in groups[i + 1:] if (a.R, a.Q) == (b.Q, b.R))),
-            key=lambda p: (-p[0], p[1]))
+        pairs = [(shared_bytes(a, b, nbytes), a, b)
+                 for i, a in enumerate(groups) for b in groups[i + 1:] if (a.R, a.Q) == (b.Q, b.R)]
+        pairs.sort(key=lambda p: -p[0])   # stable: ties stay in program order
         taken = set()
-        for score, _, a, b in pairs:
+        for score, a, b in pairs:
             if score == 0 or id(a) in taken or id(b) in taken:
                 continue
             # either may be the one reducing columns: try a as the row group, then b
@@ -227,12 +232,7 @@ class Scheduler:
                                                  problem or f"mix-order, rows {row.R} x {row.Q}", score))
             if problem:
                 continue
-            rank = {id(n): k for k, n in enumerate(self.nodes)}
-            merged = FusedGroup(sorted(row.nodes + col.nodes, key=lambda n: rank[id(n)]), row.R, row.Q)
-            merged.transposed = frozenset(col.get_names())
-            self.groups[self.groups.index(row)] = merged
-            self.groups.remove(col)
-            self.original_order[id(merged)] = min(self.original_order[id(row)], self.original_order[id(col)])
+            self.merge(row, col, row.R, row.Q).transposed = frozenset(col.get_names())
             taken |= {id(row), id(col)}
 
     def can_fuse(self, a, b):
