@@ -19,7 +19,7 @@ import torch
 
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
-from .indexing import evaluate, index_vars
+from .indexing import FloorDiv, ModularIndexing, evaluate, index_vars
 from .nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
 
 TORCH_OPS = {
@@ -48,7 +48,7 @@ def flat_storage(t: torch.Tensor) -> torch.Tensor:
 class InterpreterHandler:
     def __init__(self, memory: dict[str, torch.Tensor], env: dict):
         self.memory, self.env = memory, env   # buffer name → tensor; symbol → index tensor
-        self._masked = 0
+        self._masks: list = []                # the conditions of the ops.masked we are inside
         self.reduce_shape = None
 
     def __getattr__(self, name):
@@ -63,10 +63,23 @@ class InterpreterHandler:
 
     def load(self, name, index):
         flat = flat_storage(self.memory[name])
+        self._check_digits(name, sympy.sympify(index))
         idx = self._index(index)
-        if self._masked:  # inside ops.masked: positions that are masked off may be out of bounds
+        if self._masks:  # inside ops.masked: positions that are masked off may be out of bounds
             idx = idx.clamp(0, max(flat.numel() - 1, 0))
         return flat[idx] if flat.numel() else torch.zeros(idx.shape, dtype=flat.dtype)
+
+    def _check_digits(self, name, index):
+        """Codegen prints FloorDiv/ModularIndexing as C's `/` and `%` (Triton's `//` and
+        `%`), which truncate toward zero: right only when the base is >= 0. A load whose
+        base goes negative where it happens (its mask is on) would read the wrong address
+        on a GPU -- or outside the buffer -- while floor semantics here read a valid one."""
+        for digit in index.atoms(FloorDiv, ModularIndexing):
+            negative = self._index(digit.args[0]) < 0
+            for mask in self._masks:
+                negative = negative & torch.as_tensor(mask, dtype=torch.bool)
+            if bool(negative.any()):
+                raise AssertionError(f"load of {name} at {index}: {digit.args[0]} < 0 where the load happens")
 
     def store(self, name, index, value):
         flat = flat_storage(self.memory[name])
@@ -108,11 +121,11 @@ class InterpreterHandler:
         return symbol
 
     def masked(self, mask, body, other):
-        self._masked += 1
+        self._masks.append(mask)
         try:
             value = torch.as_tensor(body())
         finally:
-            self._masked -= 1
+            self._masks.pop()
         return torch.where(mask, value, torch.tensor(other, dtype=value.dtype))
 
     def reduction(self, dtype, src_dtype, reduction_type, value):

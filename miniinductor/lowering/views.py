@@ -150,7 +150,12 @@ def cat(tensors, dim=0):
         value = ops.masked(ops.ge(pos, ops.constant(starts[-2], torch.int64)),
                            lambda: load_part(len(tensors) - 1, index), 0)
         for k in range(len(tensors) - 2, -1, -1):
+            # both bounds: a load that runs only where its own part is, so its index (which
+            # may divide `pos - start`) never sees a negative base (the last part's bound is
+            # the end of the output; the first's, zero)
             inside = ops.lt(pos, ops.constant(starts[k + 1], torch.int64))
+            if k > 0:
+                inside = ops.logical_and(ops.ge(pos, ops.constant(starts[k], torch.int64)), inside)
             value = ops.where(inside, ops.masked(inside, lambda k=k: load_part(k, index), 0), value)
         return value
     return StorageBox(Pointwise(tensors[0].get_device(), dtype, inner_fn, size))
