@@ -177,7 +177,7 @@ def test_autocast_matches_eager_autocast(dtype):
     compiled, cg = compile_once(model, x, autocast_enabled=True, autocast_dtype=name)
     _, plain = compile_once(model, x)
     # the casts are in the ATen graph: x, both weights and both biases go to low precision
-    assert aten_code(cg).count(f"_to_copy.default(") >= 5 and f"dtype = torch.{name}" in aten_code(cg)
+    assert aten_code(cg).count("_to_copy.default(") >= 5 and f"dtype = torch.{name}" in aten_code(cg)
     assert "_to_copy" not in aten_code(plain)
     with torch.no_grad():
         out = check(under_autocast(model, dtype), torch.randn(8, 32), compiled=compiled,

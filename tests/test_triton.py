@@ -36,6 +36,7 @@ from miniinductor.codegen.cpp import MissingStore  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
 from miniinductor.ir.nodes import ExternKernel  # noqa: E402
+from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
@@ -351,6 +352,15 @@ def test_cat_and_constant_pad():
     check(lambda x: (F.pad(x, (1, 2, 0, 1), value=-1.5), F.pad(x, (2, 2)).sum(-1)), randn(3, 4))
 
 
+def test_cat_of_reshaped_transposes_loads_each_part_only_inside_it():
+    # the q/k/v gradients of attention: each part's index divides `position - start`, which
+    # is negative left of the part; a load there would truncate (C, Triton) to an address
+    # outside the buffer (an illegal access on the GPU). The IR interpreter checks it.
+    def fn(q, k, v):
+        return torch.cat([t.transpose(1, 2).reshape(2, 4, 15) for t in (q, k, v)], -1)
+    check(fn, randn(2, 3, 4, 5), randn(2, 3, 4, 5), randn(2, 3, 4, 5))
+
+
 def test_gather_embedding_and_negative_indices():
     x = randn(5, 7)
     idx = torch.randint(0, 7, (5, 3))
@@ -406,6 +416,66 @@ def test_plain_ops_handler_interface():
 
 def test_unfused_config_still_correct():
     check(lambda x: torch.softmax(x, -1) * 2, randn(4, 10), config=Config(fusion=False))
+
+
+# --------------------------------------------------------------------------- split reductions
+def test_reduction_splits_heuristic():
+    assert reduction_splits(1, 3 * 2**19, outer=False) == 128   # a full sum: 1 program, then 128
+    assert reduction_splits(8, 200000, outer=False) == 16       # 8 long rows
+    assert reduction_splits(768, 2048, outer=True) == 16        # a bias gradient: 16 chunks of 128 rows
+    assert reduction_splits(4096, 16384, outer=True) == 128
+    assert reduction_splits(64, 8192, outer=False) == 1         # softmax rows: 64 programs
+    assert reduction_splits(2048, 768, outer=False) == 1        # layer norm rows
+    assert reduction_splits(1, 100000, outer=False) == 1        # too little work to pay for a second launch
+    assert reduction_splits(1, 3**12, outer=False) == 1         # no power of two divides the row
+
+
+def split_partials(compiled) -> list:
+    """The first halves of split reductions: reductions read by a reduction over their
+    leading (`split`) dim."""
+    nodes = [n for n in compiled.scheduler.nodes if n.is_reduction]
+    return [n.node for n in nodes if n.node.get_size() and any(
+        n.get_name() in m.read_names() and m.node.data.reduction_ranges == n.node.get_size()[:1] for m in nodes)]
+
+
+@pytest.fixture
+def small_splits(monkeypatch):
+    """Split thresholds scaled down, so that small inputs are split: the interpreter runs
+    a `tl.reduce` as one Python call per element of the row, and big inputs take minutes."""
+    from miniinductor.lowering import reductions
+    for name, value in dict(SPLIT_MIN_NUMEL=0, SPLIT_MIN_CHUNK=16, OUTER_CHUNK=16).items():
+        monkeypatch.setattr(reductions, name, value)
+
+
+def test_split_column_and_full_reductions(small_splits):
+    x = randn(256, 8)   # 8 columns of 256 rows
+    compiled = check(lambda x: (x.sum(0), x.amax(0), x.sum(), (x > 2.0).any()), x,
+                     config=Config(cpu_backend="triton"), rtol=1e-5, atol=1e-4)
+    sizes = sorted((b.get_size(), b.data.reduction_ranges) for b in split_partials(compiled))
+    # sum(0) and amax(0): 16 chunks of 16 rows; sum() and any(): 128 pieces of 16
+    assert sizes == [([16, 8], [16]), ([16, 8], [16]), ([128], [16]), ([128], [16])], sizes
+
+
+def test_split_over_several_dims_keeps_float32_partials_and_a_linear_index(small_splits):
+    x = randn(4, 16, 8, dtype=torch.bfloat16)
+    compiled = check(lambda x: x.sum((0, 1)), x, config=Config(cpu_backend="triton"))
+    (partial,) = split_partials(compiled)
+    assert partial.get_dtype() == torch.float32 and partial.get_size() == [4, 8]
+    group = next(g for g in compiled.scheduler.schedule
+                 if isinstance(g, FusedGroup) and partial.get_name() in g.get_names())
+    load = compiled.sources[group.kernel_name].split("tl.load(")[1].split(", ")[0]
+    # chunk s, row r of the 4*16 flattened rows: (16*s + r)*8 + column, no // or %
+    assert "//" not in load and "%" not in load, load
+
+
+def test_no_split_for_cpp_kernels_or_where_mix_order_takes_the_column_sum(small_splits):
+    x = torch.randn(256, 8)
+    gm = make_fx(lambda x: (x.sum(0),), decomposition_table=decomposition_table())(x)
+    graph = GraphLowering(gm, [x], Config(cpu_backend="cpp")).run()
+    assert [b.get_size() for b in graph.buffers] == [[8]]
+    compiled = check(lambda x: (x.sum(0), x.amax(1)), randn(256, 8), config=TRITON_ONLY,
+                     expect_kernels=1, rtol=1e-5, atol=1e-4)
+    assert not split_partials(compiled) and mix_order_group(compiled)
 
 
 # --------------------------------------------------------------------------- mix-order reductions

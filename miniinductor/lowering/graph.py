@@ -105,8 +105,10 @@ class GraphLowering(torch.fx.Interpreter):
 
     # ------------------------------------------------------------------ the interpreter
     def run(self):
+        from .reductions import split_reductions
         with V.set_graph_handler(self):
             super().run(*self.example_inputs)
+            split_reductions(self)
         return self
 
     def run_node(self, node):
@@ -148,6 +150,7 @@ class GraphLowering(torch.fx.Interpreter):
             return args[0][args[1]]
         lowering = find_lowering(target)
         reason = self._unsupported_reason(target, args, lowering)
+        created = len(self.buffers)
         if reason is None:
             try:
                 result = lowering(*args, **kwargs)
@@ -156,7 +159,7 @@ class GraphLowering(torch.fx.Interpreter):
         if reason is not None:
             result = self.fallback(target, args, kwargs, reason)
         else:
-            self._record_origins(result, args)
+            self._record_origins(result, args, self.buffers[created:])
         if isinstance(result, StorageBox) and isinstance(result.data, Pointwise):
             if any(user.op == "output" for user in self._node.users):
                 # a graph output is stored where it is computed, not after the last op, so
@@ -177,9 +180,11 @@ class GraphLowering(torch.fx.Interpreter):
         output can be written in place over it); in Triton it would be a trip to global memory."""
         return self.kernel_backend() == "cpp"
 
-    def _record_origins(self, result, args):
-        """Tag the loop bodies this node produced with its name and the names of the
-        unrealized (inlined) inputs they read; stored inputs are loaded, not computed."""
+    def _record_origins(self, result, args, created=()):
+        """Tag the loop bodies this node produced (its result, and buffers its lowering
+        stored along the way, such as a split reduction's partial results) with its name
+        and the names of the unrealized (inlined) inputs they read; stored inputs are
+        loaded, not computed."""
         def loops_of(x, inlined_only=False):
             while isinstance(x, View):
                 x = x.data
@@ -190,7 +195,7 @@ class GraphLowering(torch.fx.Interpreter):
             return x if isinstance(x, Loops) else None
         flat_args = [a for arg in args for a in (arg if isinstance(arg, (list, tuple)) else [arg])]
         inherited = set().union(*[loops.origins for loops in (loops_of(a, True) for a in flat_args) if loops])
-        for r in (result if isinstance(result, (list, tuple)) else [result]):
+        for r in [*(result if isinstance(result, (list, tuple)) else [result]), *created]:
             loops = loops_of(r)
             if loops is not None and not loops.origins:
                 loops.origins |= inherited | {self._node.name}

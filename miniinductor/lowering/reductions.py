@@ -6,14 +6,27 @@ reduction_ranges=<reduced dims>, inner_fn(index, rindex))`; it is realized at on
 `ComputedBuffer` (its consumers then load it like any buffer). Softmax, layer norm, var,
 logsumexp and friends arrive here already decomposed into these by `capture/`.
 
-Simplified: no split reductions (Inductor splits a huge full reduction into two kernels
-for parallelism); the C++ kernel parallelises the outer loop instead.
+Split reductions (Triton kernels only; Inductor's `Reduction.create` → `create_multilayer`
+in `torch/_inductor/ir.py`): a reduction with few outputs and long rows -- `x.sum()` of a
+big tensor is a single row -- would run as a handful of programs on a GPU; a column
+reduction with long columns (the bias gradient `grad.sum(0)`: 768 columns of 2048 rows)
+would read memory in narrow, wasteful pieces. Either is cut in two: a first reduction computes `split` partial results per output, each over one chunk
+of the row, in parallel; a second, small one combines them. `reduction_splits` decides
+how many; `split_reductions` is the pass, run at the end of lowering. The C++ kernels
+parallelise their outer loop instead and are not split.
 """
 from __future__ import annotations
 
 import torch
 
-from ..ir.nodes import Reduction, StorageBox
+import math
+
+import sympy
+
+from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
+from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
+from ..ops_handler import RecordingHandler
+from ..runtime.triton_runtime import PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2
 from ..virtualized import V, ops
 from .pointwise import make_pointwise
 from .registry import aten, prims, register_lowering
@@ -49,10 +62,136 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None)
         value = load(full)
         return value if x.get_dtype() == src_dtype else ops.to_dtype(value, src_dtype)
 
-    node = Reduction(x.get_device(), dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+    return _realized(Reduction(x.get_device(), dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
+
+
+def _realized(node) -> StorageBox:
     box = StorageBox(node)
     box.realize()
     return box
+
+
+# ----------------------------------------------------------------------------- split reductions
+#: no split below this many elements read: the second launch would cost more than it saves
+SPLIT_MIN_NUMEL = 2**18
+#: a row reduction that runs as fewer programs than this is split ...
+SPLIT_MIN_PROGRAMS = 32
+#: ... into enough pieces for about this many programs, each piece at least SPLIT_MIN_CHUNK long
+SPLIT_TARGET_PROGRAMS, SPLIT_MIN_CHUNK = 128, 1024
+#: a column reduction is split into chunks of this many rows (Inductor's choice for a bias gradient)
+OUTER_CHUNK = 128
+
+
+def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
+    """Into how many pieces to cut each row of a reduction (1: do not split).
+
+    Block sizes come from runtime/triton_runtime.py. A row reduction runs `xnumel / XBLOCK`
+    programs; with fewer than SPLIT_MIN_PROGRAMS -- a full sum is one -- most of an H100's
+    132 SMs sit idle, so the row is cut into pieces that bring the count to about
+    SPLIT_TARGET_PROGRAMS. A column reduction (`outer`) loads XBLOCK neighbouring columns
+    per row: fewer than 32 float32 (128 bytes) waste most of each memory transaction, as a
+    persistent block of long columns must (768 x 2048: blocks 2 columns wide, 30% of the
+    bandwidth); it is cut into OUTER_CHUNK-row chunks, whose blocks are 32 columns wide.
+    Splits are powers of two that divide `rnumel`."""
+    if xnumel * rnumel < SPLIT_MIN_NUMEL:
+        return 1
+    blocks = block_sizes(xnumel, rnumel, rnumel <= PERSISTENT_REDUCTION_MAX, outer)
+    programs = cdiv(xnumel, blocks["XBLOCK"])
+    largest = lambda n: next_power_of_2(n + 1) // 2   # noqa: E731  (the largest power of 2 <= n)
+    if outer:
+        if blocks["XBLOCK"] >= 32 and programs >= SPLIT_MIN_PROGRAMS:
+            return 1
+        split = largest(rnumel // OUTER_CHUNK)
+    else:
+        if programs >= SPLIT_MIN_PROGRAMS:
+            return 1
+        split = min(next_power_of_2(cdiv(SPLIT_TARGET_PROGRAMS, programs)), largest(rnumel // SPLIT_MIN_CHUNK))
+    while split > 1 and rnumel % split:
+        split //= 2
+    return max(split, 1)
+
+
+def reads_along_columns(inner_fn, ranges, reduction_ranges) -> bool:
+    """Do most of the reduction's loads step 1 along the output index and not along the
+    reduction index (a column sum)? Found by running `inner_fn` on symbols and reading off
+    each load's coefficients, as the scheduler reads MemoryDeps."""
+    xs, rs = index_vars("i", ranges), index_vars("r", reduction_ranges)
+    recorder = RecordingHandler()
+    with V.set_ops_handler(recorder):
+        inner_fn(xs, rs)
+    var_ranges = dict(zip(xs + rs, list(ranges) + list(reduction_ranges)))
+    x_last = next((v for v, n in zip(reversed(xs), reversed(ranges)) if n != 1), None)
+    r_last = next((v for v, n in zip(reversed(rs), reversed(reduction_ranges)) if n != 1), None)
+    votes = 0
+    for dep in recorder.reads:
+        index = simplify_with_ranges(sympy.expand(dep.index), var_ranges)
+        xs_, rs_ = (index.coeff(v) if v is not None else 0 for v in (x_last, r_last))
+        votes += int(xs_ == 1 and rs_ != 1) - int(rs_ == 1)
+    return votes > 0
+
+
+def _unflatten(flat, sizes) -> list:
+    """The digits of a flat index in a shape: [flat // (b*c), (flat // c) % b, flat % c]."""
+    digits, stride = [], math.prod(sizes)
+    for k, n in enumerate(sizes):
+        stride //= n
+        digits.append(FloorDiv(flat, stride) if k == 0 else ModularIndexing(flat, stride, n))
+    return digits
+
+
+SPLITTABLE = ("sum", "prod", "max", "min", "any")   # combinable again (argmax carries an index)
+
+
+def _loaded_names(reduction) -> set[str]:
+    recorder = RecordingHandler()
+    with V.set_ops_handler(recorder):
+        reduction.inner_fn(index_vars("i", reduction.ranges), index_vars("r", reduction.reduction_ranges))
+    return {d.name for d in recorder.reads}
+
+
+def split_reductions(graph) -> None:
+    """Pass over a lowered graph (Triton kernels only): cut each reduction that
+    `reduction_splits` says runs as too few programs into partial[s, *x] = reduce(chunk s
+    of row x) and out[x] = reduce(partial[:, x]). The output buffer keeps its name; the
+    partial one (float32 for float16/bfloat16 sums) is stored just before it.
+
+    A column reduction that the scheduler's mix-order pass may pair with a row reduction
+    of the same input (one that another reduction also reads, and big enough) is left whole:
+    the mix-order kernel reads that input once for both."""
+    if graph.kernel_backend() != "triton":
+        return
+    config = graph.config
+    reductions = [b for b in graph.buffers if isinstance(b, ComputedBuffer) and isinstance(b.data, Reduction)]
+    loaded = {b.name: _loaded_names(b.data) for b in reductions}
+    for buf in reductions:
+        node = buf.data
+        if node.reduction_type not in SPLITTABLE:
+            continue
+        outer = reads_along_columns(node.inner_fn, node.ranges, node.reduction_ranges)
+        xnumel, rnumel = math.prod(node.ranges), math.prod(node.reduction_ranges)
+        shared = any(loaded[buf.name] & names for other, names in loaded.items() if other != buf.name)
+        if outer and shared and config.mix_order_reduction and xnumel * rnumel >= config.mix_order_min_numel:
+            continue
+        split = reduction_splits(xnumel, rnumel, outer)
+        if split > 1:
+            _split(graph, buf, split)
+
+
+def _split(graph, buf, split):
+    node = buf.data
+    chunk = math.prod(node.reduction_ranges) // split
+    low_precision = node.dtype in (torch.float16, torch.bfloat16) and node.reduction_type in ("sum", "prod")
+    partial_dtype = torch.float32 if low_precision else node.dtype
+
+    def first(index, rindex):   # index: [s, *x]; rindex: [r within chunk s]
+        return node.inner_fn(index[1:], _unflatten(index[0] * chunk + rindex[0], node.reduction_ranges))
+    partial = StorageBox(Reduction(node.device, partial_dtype, first, [split, *node.ranges], [chunk],
+                                   node.reduction_type, node.src_dtype, origins=set(node.origins))).realize()
+    graph.buffers.remove(partial)
+    graph.buffers.insert(graph.buffers.index(buf), partial)
+    load = partial.make_loader()
+    buf.data = Reduction(node.device, node.dtype, lambda index, rindex: load([rindex[0], *index]),
+                         list(node.ranges), [split], node.reduction_type, partial_dtype, origins=set(node.origins))
 
 
 def _acc_dtype(dtype):
