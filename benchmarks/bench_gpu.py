@@ -2,10 +2,11 @@
 
     python benchmarks/bench_gpu.py [--quick] [--out results.json]
 
-For each workload: time per call (median of `triton.testing.do_bench`), the speed-up
-against eager, the ratio of our time to Inductor's, and for memory-bound rows the
-achieved bandwidth (the bytes the graph must move at least) against the device's copy
-bandwidth measured in the same run. First-call compile time (cold caches) is reported
+For each memory-bound workload: GPU time per call (median of `triton.testing.do_bench`),
+the speed-up against eager, the ratio of our time to Inductor's, and the achieved
+bandwidth (the bytes the graph must move at least) against the device's copy bandwidth
+measured in the same run. The model rows come from `bench_models.py`: wall-clock time per
+step, in interleaved rounds, because those steps are partly bound by the host. First-call compile time (cold caches) is reported
 per workload. Prints a markdown table; `--out` also writes JSON.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 os.environ.setdefault("MINIINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mi_cache_"))
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ind_cache_"))
 
@@ -29,7 +31,7 @@ import torch.nn.functional as F  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 import miniinductor  # noqa: E402
-from miniinductor.models import GPT2Block  # noqa: E402
+from bench_models import time_models  # noqa: E402
 
 
 def chain(x, a):
@@ -79,35 +81,6 @@ def workloads(quick: bool, dtype):
     }
 
 
-def model_workloads(quick: bool):
-    torch.manual_seed(0)
-    block = GPT2Block(768, 12).cuda().eval()
-    x = torch.randn(8, 512, 768, device="cuda")
-    train_block = GPT2Block(768, 12).cuda()
-    xt = torch.randn(8, 256, 768, device="cuda", requires_grad=True)
-
-    def fwd(fn):
-        with torch.no_grad():
-            return fn(x)
-
-    def fwd_bwd(fn):
-        out = fn(xt)
-        out.sum().backward()
-        return out
-    layers = []
-    for _ in range(6):
-        layers += [torch.nn.Linear(256, 256), torch.nn.ReLU()]
-    mlp = torch.nn.Sequential(*layers).cuda().eval()
-    xm = torch.randn(1, 256, device="cuda")
-
-    def mlp_fwd(fn):
-        with torch.no_grad():
-            return fn(xm)
-    return {"GPT-2 block fwd B8 T512 d768": (block, fwd, None),
-            "GPT-2 block fwd+bwd T256": (train_block, fwd_bwd, None),
-            "6-layer 256-wide MLP, batch 1, reduce-overhead": (mlp, mlp_fwd, "reduce-overhead")}
-
-
 def compile_timed(fn, backend, args):
     torch._dynamo.reset()
     compiled = miniinductor.compile(fn) if backend == "miniinductor" else torch.compile(fn)
@@ -148,28 +121,12 @@ def main():
             row["eager_ms"] = eager_ms
             rows.append(row)
             print(json.dumps(row))
-    for name, (module, run, mode) in model_workloads(opts.quick).items():
-        row = {"workload": name}
-        eager_ms = do_bench(lambda: run(module))
-        for backend in ("miniinductor", "inductor"):
-            try:
-                torch._dynamo.reset()
-                compiled = (miniinductor.compile(module, mode=mode) if backend == "miniinductor"
-                            else torch.compile(module, mode=mode))
-                torch.cuda.synchronize()
-                t0 = time.perf_counter()
-                run(compiled)
-                torch.cuda.synchronize()
-                compile_s = time.perf_counter() - t0
-                ms = do_bench(lambda: run(compiled))
-                row[backend] = {"ms": ms, "x_eager": eager_ms / ms, "compile_s": compile_s}
-            except Exception as exc:
-                row[backend] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        row["eager_ms"] = eager_ms
-        rows.append(row)
-        print(json.dumps(row))
-    table = ["| workload | eager ms | mini ms | Inductor ms | mini x eager | mini/Inductor time | mini % copy bw | Inductor % copy bw | compile s mini / Inductor |"]
-    table.append("|---|---|---|---|---|---|---|---|---|")
+    # model steps: wall clock per step in interleaved rounds (bench_models.py says why)
+    rounds = 3 if opts.quick else 5
+    rows += time_models(rounds=rounds)
+    table = ["| workload | eager ms | mini ms | Inductor ms | mini x eager | Inductor x eager | mini/Inductor time | "
+             "mini % copy bw | Inductor % copy bw | compile s mini / Inductor |"]
+    table.append("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         mi, ind = row.get("miniinductor", {}), row.get("inductor", {})
         if "error" in mi or "error" in ind:
@@ -177,7 +134,7 @@ def main():
             continue
         bw = lambda r: f"{100 * r['bw_frac']:.0f}%" if "bw_frac" in r else "-"  # noqa: E731
         table.append(f"| {row['workload']} | {row['eager_ms']:.3f} | {mi['ms']:.3f} | {ind['ms']:.3f} | {mi['x_eager']:.2f} | "
-                     f"{mi['ms'] / ind['ms']:.2f} | {bw(mi)} | {bw(ind)} | {mi['compile_s']:.1f} / {ind['compile_s']:.1f} |")
+                     f"{ind['x_eager']:.2f} | {mi['ms'] / ind['ms']:.2f} | {bw(mi)} | {bw(ind)} | {mi['compile_s']:.1f} / {ind['compile_s']:.1f} |")
     print("\n" + "\n".join(table))
     if opts.markdown:
         device = f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
@@ -189,7 +146,9 @@ def main():
             f"Measured copy bandwidth (`copy_` of 256 MiB, read + write): **{copy_bw:.2f} TB/s**. Times are the "
             "median of `triton.testing.do_bench`; `mini/Inductor time` < 1 means miniinductor is faster; "
             "`% copy bw` is the minimum bytes the graph must move divided by the time, against the copy "
-            "bandwidth. Compile times are the first call with empty caches (Dynamo + AOTAutograd included).\n\n"
+            "bandwidth. The model rows (from `bench_models.py`) are wall-clock time per step instead, the median "
+            f"of {rounds} interleaved rounds of 200 steps, since those steps are partly bound by the host. Compile times "
+            "are the first call in this process (Dynamo + AOTAutograd included); cold-process times are below.\n\n"
             + "\n".join(table) + "\n" + ("\n" + notes if notes else ""))
     if opts.out:
         Path(opts.out).write_text(json.dumps({"copy_gbs": copy_bw, "rows": rows}, indent=1))
