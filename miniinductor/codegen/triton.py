@@ -62,7 +62,8 @@ import torch
 
 from ..ir.indexing import index_vars, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.triton_runtime import HELPERS, PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2, tile_sizes
+from ..runtime.triton_runtime import (HELPERS, PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2,
+                                      reduces_columns, tile_sizes)
 from ..virtualized import V
 from .common import CSE, BlockKernel, IndentedBuffer, KernelArgs, canonical_len
 from .cpp import MissingStore
@@ -458,10 +459,8 @@ class TritonKernel(BlockKernel):
 
     # ------------------------------------------------------------------ block sizes
     def is_outer_reduction(self) -> bool:
-        """True when most accesses are contiguous along x rather than r (summing columns):
-        then a block should be wide in x and short in r, for coalesced loads."""
-        votes = [(xs == 1 and rs != 1) - (rs == 1) for xs, rs in self.load_strides]
-        return sum(votes) > 0
+        """Summing columns? (runtime/triton_runtime.py, `reduces_columns`)"""
+        return reduces_columns(self.load_strides)
 
     def autotune_candidates(self, blocks) -> list[dict]:
         """With max_autotune: block sizes to time for pointwise and persistent-reduction

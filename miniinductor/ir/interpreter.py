@@ -63,7 +63,8 @@ class InterpreterHandler:
 
     def load(self, name, index):
         flat = flat_storage(self.memory[name])
-        self._check_digits(name, sympy.sympify(index))
+        index = sympy.sympify(index)
+        self._check_digits(name, index)
         idx = self._index(index)
         if self._masks:  # inside ops.masked: positions that are masked off may be out of bounds
             idx = idx.clamp(0, max(flat.numel() - 1, 0))

@@ -182,7 +182,7 @@ class GraphLowering(torch.fx.Interpreter):
 
     def _record_origins(self, result, args, created=()):
         """Tag the loop bodies this node produced (its result, and buffers its lowering
-        stored along the way, such as a split reduction's partial results) with its name
+        stored along the way, such as the mean `var` stores before its sum of squares) with its name
         and the names of the unrealized (inlined) inputs they read; stored inputs are
         loaded, not computed."""
         def loops_of(x, inlined_only=False):

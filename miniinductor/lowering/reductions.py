@@ -10,23 +10,23 @@ Split reductions (Triton kernels only; Inductor's `Reduction.create` → `create
 in `torch/_inductor/ir.py`): a reduction with few outputs and long rows -- `x.sum()` of a
 big tensor is a single row -- would run as a handful of programs on a GPU; a column
 reduction with long columns (the bias gradient `grad.sum(0)`: 768 columns of 2048 rows)
-would read memory in narrow, wasteful pieces. Either is cut in two: a first reduction computes `split` partial results per output, each over one chunk
-of the row, in parallel; a second, small one combines them. `reduction_splits` decides
+would read memory in narrow, wasteful pieces. Either is cut in two: a first reduction
+computes `split` partial results per output, each over one chunk of the row, in
+parallel; a second, small one combines them. `reduction_splits` decides
 how many; `split_reductions` is the pass, run at the end of lowering. The C++ kernels
 parallelise their outer loop instead and are not split.
 """
 from __future__ import annotations
 
-import torch
-
 import math
 
 import sympy
+import torch
 
 from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
 from ..ops_handler import RecordingHandler
-from ..runtime.triton_runtime import PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2
+from ..runtime.triton_runtime import PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2, reduces_columns
 from ..virtualized import V, ops
 from .pointwise import make_pointwise
 from .registry import aten, prims, register_lowering
@@ -62,10 +62,7 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None)
         value = load(full)
         return value if x.get_dtype() == src_dtype else ops.to_dtype(value, src_dtype)
 
-    return _realized(Reduction(x.get_device(), dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype))
-
-
-def _realized(node) -> StorageBox:
+    node = Reduction(x.get_device(), dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
     box = StorageBox(node)
     box.realize()
     return box
@@ -111,25 +108,6 @@ def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
     return max(split, 1)
 
 
-def reads_along_columns(inner_fn, ranges, reduction_ranges) -> bool:
-    """Do most of the reduction's loads step 1 along the output index and not along the
-    reduction index (a column sum)? Found by running `inner_fn` on symbols and reading off
-    each load's coefficients, as the scheduler reads MemoryDeps."""
-    xs, rs = index_vars("i", ranges), index_vars("r", reduction_ranges)
-    recorder = RecordingHandler()
-    with V.set_ops_handler(recorder):
-        inner_fn(xs, rs)
-    var_ranges = dict(zip(xs + rs, list(ranges) + list(reduction_ranges)))
-    x_last = next((v for v, n in zip(reversed(xs), reversed(ranges)) if n != 1), None)
-    r_last = next((v for v, n in zip(reversed(rs), reversed(reduction_ranges)) if n != 1), None)
-    votes = 0
-    for dep in recorder.reads:
-        index = simplify_with_ranges(sympy.expand(dep.index), var_ranges)
-        xs_, rs_ = (index.coeff(v) if v is not None else 0 for v in (x_last, r_last))
-        votes += int(xs_ == 1 and rs_ != 1) - int(rs_ == 1)
-    return votes > 0
-
-
 def _unflatten(flat, sizes) -> list:
     """The digits of a flat index in a shape: [flat // (b*c), (flat // c) % b, flat % c]."""
     digits, stride = [], math.prod(sizes)
@@ -142,11 +120,21 @@ def _unflatten(flat, sizes) -> list:
 SPLITTABLE = ("sum", "prod", "max", "min", "any")   # combinable again (argmax carries an index)
 
 
-def _loaded_names(reduction) -> set[str]:
+def _recorded_loads(node: Reduction) -> tuple[set[str], list[tuple]]:
+    """Run a reduction's body on symbols: the buffers it loads, and each load's (x stride,
+    r stride) at the innermost non-1 dims -- what TritonKernel records for `reduces_columns`."""
+    xs, rs = index_vars("i", node.ranges), index_vars("r", node.reduction_ranges)
     recorder = RecordingHandler()
     with V.set_ops_handler(recorder):
-        reduction.inner_fn(index_vars("i", reduction.ranges), index_vars("r", reduction.reduction_ranges))
-    return {d.name for d in recorder.reads}
+        node.inner_fn(xs, rs)
+    var_ranges = dict(zip(xs + rs, list(node.ranges) + list(node.reduction_ranges)))
+    x_last = next((v for v, n in zip(reversed(xs), reversed(node.ranges)) if n != 1), None)
+    r_last = next((v for v, n in zip(reversed(rs), reversed(node.reduction_ranges)) if n != 1), None)
+    strides = []
+    for dep in recorder.reads:
+        index = simplify_with_ranges(sympy.expand(dep.index), var_ranges)
+        strides.append(tuple(index.coeff(v) if v is not None else None for v in (x_last, r_last)))
+    return {d.name for d in recorder.reads}, strides
 
 
 def split_reductions(graph) -> None:
@@ -162,14 +150,15 @@ def split_reductions(graph) -> None:
         return
     config = graph.config
     reductions = [b for b in graph.buffers if isinstance(b, ComputedBuffer) and isinstance(b.data, Reduction)]
-    loaded = {b.name: _loaded_names(b.data) for b in reductions}
+    loads = {b.name: _recorded_loads(b.data) for b in reductions}   # name → (buffers loaded, strides)
     for buf in reductions:
         node = buf.data
         if node.reduction_type not in SPLITTABLE:
             continue
-        outer = reads_along_columns(node.inner_fn, node.ranges, node.reduction_ranges)
+        names, strides = loads[buf.name]
+        outer = reduces_columns(strides)
         xnumel, rnumel = math.prod(node.ranges), math.prod(node.reduction_ranges)
-        shared = any(loaded[buf.name] & names for other, names in loaded.items() if other != buf.name)
+        shared = any(names & others for other, (others, _) in loads.items() if other != buf.name)
         if outer and shared and config.mix_order_reduction and xnumel * rnumel >= config.mix_order_min_numel:
             continue
         split = reduction_splits(xnumel, rnumel, outer)

@@ -67,6 +67,13 @@ def block_sizes(xnumel: int, rnumel: int | None, persistent: bool, outer: bool) 
             "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
 
 
+def reduces_columns(load_strides) -> bool:
+    """Is a reduction "outer" (summing columns)? True when most of its loads step 1 along x
+    and not along r, given each load's (x stride, r stride) at the innermost dims: then a
+    block should be wide in x and short in r, for coalesced loads."""
+    return sum(int(xs == 1 and rs != 1) - int(rs == 1) for xs, rs in load_strides) > 0
+
+
 def tile_sizes(xnumel: int, rnumel: int) -> dict:
     """A tiled pointwise kernel: 64x64 tiles (smaller when a dim is), 4 warps; the second
     grid dim is limited to 65535 programs, so its tile grows if it must."""
