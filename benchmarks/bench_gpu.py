@@ -30,8 +30,7 @@ import triton  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
-import miniinductor  # noqa: E402
-from bench_models import time_models  # noqa: E402
+from bench_models import compile_timed, time_models  # noqa: E402
 
 
 def chain(x, a):
@@ -81,16 +80,6 @@ def workloads(quick: bool, dtype):
     }
 
 
-def compile_timed(fn, backend, args):
-    torch._dynamo.reset()
-    compiled = miniinductor.compile(fn) if backend == "miniinductor" else torch.compile(fn)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    compiled(*args)
-    torch.cuda.synchronize()
-    return compiled, time.perf_counter() - t0
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -109,7 +98,7 @@ def main():
             eager_ms = do_bench(lambda: fn(*args))
             for backend in ("miniinductor", "inductor"):
                 try:
-                    compiled, compile_s = compile_timed(fn, backend, args)
+                    compiled, compile_s = compile_timed(fn, backend, lambda f: f(*args))
                     got, want = compiled(*args), fn(*args)
                     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
                     torch.testing.assert_close(got, want, **tol)

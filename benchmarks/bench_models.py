@@ -64,6 +64,17 @@ def model_workloads() -> dict:
             "6-layer 256-wide MLP, batch 1, reduce-overhead": (mlp, mlp_fwd, "reduce-overhead")}
 
 
+def compile_timed(fn, backend: str, step, mode=None):
+    """(fn compiled by `backend`, seconds its first `step` took: compiling included)."""
+    torch._dynamo.reset()
+    compiled = miniinductor.compile(fn, mode=mode) if backend == "miniinductor" else torch.compile(fn, mode=mode)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    step(compiled)
+    torch.cuda.synchronize()
+    return compiled, time.perf_counter() - start
+
+
 def wall_ms(step, fn, iters: int) -> float:
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -128,14 +139,7 @@ def time_models(rounds: int = 5, iters: int = 200, only: str | None = None, prof
             continue
         fns, compile_s = {"eager": module}, {}
         for key in ("miniinductor", "inductor"):
-            torch._dynamo.reset()
-            fns[key] = (miniinductor.compile(module, mode=mode) if key == "miniinductor"
-                        else torch.compile(module, mode=mode))
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            step(fns[key])
-            torch.cuda.synchronize()
-            compile_s[key] = time.perf_counter() - start
+            fns[key], compile_s[key] = compile_timed(module, key, step, mode)
         for fn in fns.values():   # warm up (and record the CUDA graphs)
             for _ in range(5):
                 step(fn)
