@@ -191,6 +191,16 @@ def _unsupported_graph(example_inputs) -> str | None:
     return None
 
 
+def invisible_to_dynamo(fn):
+    """`fn`, never traced by Dynamo. AOTAutograd compiles the backward lazily, inside
+    `loss.backward()`; when that call is in a function being compiled, it runs at a graph
+    break with Dynamo's frame hook still on, and the hook would trace our compiler and the
+    wrapper it generates (Inductor escapes this by living under `torch/`, whose files
+    Dynamo skips). Dynamo does the same to the graphs it hands back to the caller."""
+    return torch._dynamo.disable(fn)
+
+
+@invisible_to_dynamo
 def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
     """AOTAutograd's forward/backward compiler: a boxed callable (takes a list of args)."""
     reason = _unsupported_graph(example_inputs)
@@ -204,13 +214,14 @@ def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
         from .debug.trace import trace_compiled_graph
         trace_compiled_graph(compiled, trace_root, fx_graph_module=dynamo_gm)
     call = compiled.call
-    call._boxed_call = True
     if config.cudagraphs:
         if compiled.graph.current_device().type == "cuda":
             from .runtime.cudagraphs import cudagraphify
             call = cudagraphify(compiled.call)
         else:
             log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)
+    call = invisible_to_dynamo(call)
+    call._boxed_call = True
     call.compiled_graph = compiled
     _last_compiled.append(compiled)
     del _last_compiled[:-8]

@@ -485,6 +485,15 @@ case("layernorm_softmax_gelu", _ln_softmax_gelu, lambda: (randn(4, 16), randn(16
 case("causal_attention_scores", _attention_scores, lambda: (randn(2, 5, 8), randn(2, 5, 8)))
 case("cross_entropy", lambda x, t: F.cross_entropy(x, t), lambda: (randn(6, 5), torch.randint(0, 5, (6,))))
 case("mse_loss", lambda x, y: F.mse_loss(x, y), lambda: (randn(6, 5), randn(6, 5)))
+# bool & bool is an int in C++, and ~1 is -2 (true): embedding's backward mask was always
+# true, so every CPU embedding gradient came out zero.
+case("embedding_dense_backward",
+     lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 10, -1, False),
+     lambda: (randn(6, 4), torch.tensor([1, 1, 1, 2, 3, 1])), inductor=True)
+case("not_of_bool_and", lambda a, b, x: torch.where(~(a & b), x, -x),
+     lambda: (randbool(5, 6), randbool(5, 6), randn(5, 6)))
+case("bool_xor_or", lambda a, b, c: ((a ^ b) | c).float() + (a | b).to(torch.uint8),
+     lambda: (randbool(5, 6), randbool(5, 6), randbool(5, 6)))
 
 
 # --------------------------------------------------------------------------

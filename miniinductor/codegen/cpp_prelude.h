@@ -112,6 +112,17 @@ template <typename A, typename B> static inline auto mi_fmod(A a, B b) {
 template <typename T> static inline T mi_sign(T x) {  // sign(nan) is 0, as in eager
     return (T)((T(0) < x) - (x < T(0)));
 }
+// C++ promotes bool (and 8/16-bit integers) to int before &, | and ^: bool & bool is an int,
+// and ~ of that int 1 is -2, which is true. Keep bool operands bool, as ATen does.
+#define MI_BITWISE(name, op) \
+template <typename A, typename B> static inline auto name(A a, B b) { \
+    if constexpr (std::is_same_v<A, bool> && std::is_same_v<B, bool>) return (bool)(a op b); \
+    else return a op b; \
+}
+MI_BITWISE(mi_bitwise_and, &)
+MI_BITWISE(mi_bitwise_or, |)
+MI_BITWISE(mi_bitwise_xor, ^)
+#undef MI_BITWISE
 template <typename T> static inline auto mi_bitwise_not(T x) {
     if constexpr (std::is_same_v<T, bool>) return !x; else return (T)~x;
 }
