@@ -279,6 +279,7 @@ def format_summary(s):
 
 
 @pytest.mark.timeout(int(BUDGET_S) + 480)  # budget + op_db import + one slow last sample
+@pytest.mark.sweep
 def test_opinfo_sweep(tmp_path):
     torch._dynamo.config.suppress_errors = False
     results, excluded, elapsed, out_of_time = run_sweep()
