@@ -14,6 +14,7 @@ from . import metrics  # noqa: F401
 from .config import Config, list_mode_options, list_options  # noqa: F401
 from .debug.compare import compare  # noqa: F401
 from .debug.explain import explain  # noqa: F401
+from .debug.accuracy import debug_accuracy  # noqa: F401
 from .debug.logs import set_logs
 
 set_logs()  # honour $MINIINDUCTOR_LOGS

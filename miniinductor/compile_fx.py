@@ -48,6 +48,7 @@ class CompiledGraph:
 
     kernel_bytes: dict = dataclasses.field(default_factory=dict)   # kernel → bytes it reads+writes
     fx_graph_module: object = None   # the graph Dynamo captured, before AOTAutograd
+    wrapper: WrapperCodeGen = None   # regenerates the wrapper (e.g. one that records every buffer)
 
     def __call__(self, args):
         return self.call(args)
@@ -161,7 +162,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     metrics.graphs_compiled += 1
     log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
     compiled = CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
-                             wrapper.plan, eager_peak_bytes(gm))
+                             wrapper.plan, eager_peak_bytes(gm), wrapper=wrapper)
     for kname, (_, arg_names, _) in kernels.items():
         compiled.kernel_bytes[kname] = sum(wrapper.plan_nbytes(n) for n in arg_names)
     metrics.nodes_before_fusion += len(scheduler.nodes)
@@ -213,7 +214,7 @@ def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
     if trace_root:
         from .debug.trace import trace_compiled_graph
         trace_compiled_graph(compiled, trace_root, fx_graph_module=dynamo_gm)
-    call = compiled.call
+    call = compiled.__call__   # through the instance: debug tools may swap compiled.call
     if config.cudagraphs:
         if compiled.graph.current_device().type == "cuda":
             from .runtime.cudagraphs import cudagraphify
@@ -225,24 +226,27 @@ def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
     call.compiled_graph = compiled
     _last_compiled.append(compiled)
     del _last_compiled[:-8]
-    for collector in _collectors:
-        collector.append(compiled)
+    for found, on_compiled in _collectors:
+        found.append(compiled)
+        if on_compiled is not None:
+            on_compiled(compiled)
     return call
 
 
 _last_compiled: list[CompiledGraph] = []
-_collectors: list[list] = []
+_collectors: list[tuple[list, object]] = []
 
 
 @contextlib.contextmanager
-def collect_compiled():
-    """Every graph compiled inside the `with` block is appended to the yielded list."""
-    found: list[CompiledGraph] = []
-    _collectors.append(found)
+def collect_compiled(on_compiled=None):
+    """Every graph compiled inside the `with` block is appended to the yielded list, and
+    handed to `on_compiled(compiled_graph)` (if given) before its first call."""
+    entry = ([], on_compiled)
+    _collectors.append(entry)
     try:
-        yield found
+        yield entry[0]
     finally:
-        _collectors.remove(found)
+        _collectors[:] = [e for e in _collectors if e is not entry]
 
 
 def last_compiled() -> list[CompiledGraph]:

@@ -58,6 +58,8 @@ class Config:
     "Folder to write a trace of every compiled graph into (also: $MINIINDUCTOR_TRACE)."
     fallback_all: bool = False
     "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
+    fallback_ops: tuple = ()
+    "ATen ops (as str(op), e.g. 'aten.add.Tensor') that run as ATen calls (for confirming a suspicious lowering)."
     fusion: bool = True
     "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and debugging)."
     mix_order_reduction: bool = True
@@ -117,6 +119,9 @@ class Config:
                 raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names)}")
         if isinstance(options.get("autocast_dtype"), torch.dtype):   # torch.bfloat16 → "bfloat16"
             options["autocast_dtype"] = str(options["autocast_dtype"]).removeprefix("torch.")
+        if isinstance(options.get("fallback_ops"), (list, set, str)):   # hashable, like every field
+            ops = options["fallback_ops"]
+            options["fallback_ops"] = (ops,) if isinstance(ops, str) else tuple(ops)
         config = cls(**options)
         _check_choice("cpu_backend", config.cpu_backend, ("cpp", "triton"))
         _check_choice("autocast_dtype", config.autocast_dtype, AUTOCAST_DTYPES)

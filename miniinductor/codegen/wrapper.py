@@ -168,7 +168,10 @@ class WrapperCodeGen:
     def _output_expr(self, value) -> str:
         return pyrepr(value)
 
-    def generate(self) -> str:
+    def generate(self, record: bool = False) -> str:
+        """The wrapper module's source. record=True (debug/accuracy.py): after each step,
+        `call` hands every buffer it defined to the module's `record(name, tensor)` (not
+        those an in-place output of the same step has already written over)."""
         code = IndentedBuffer()
         code.writelines([
             f"# miniinductor generated wrapper for {self.graph.name}",
@@ -200,6 +203,8 @@ class WrapperCodeGen:
             for k, (step, lines) in enumerate(steps):
                 code.writelines(self._alloc(self.graph.get_buffer(n), plan) for n in step.allocs)
                 code.writelines(lines)
+                if record:
+                    code.writelines(f"record({n!r}, {n})" for n in sorted(step.defines - set(step.inplace.values())))
                 if plan.frees.get(k):
                     code.writeline(f"del {', '.join(sorted(plan.frees[k]))}")
             outs = ", ".join(self._output_expr(o) for o in self.graph.outputs)

@@ -140,14 +140,14 @@ class InterpreterHandler:
         return REDUCE[reduction_type](value).to(dtype)
 
 
-def _bind(ranges) -> tuple[list, dict]:
+def _bind(ranges, device=None) -> tuple[list, dict]:
     """Loop variables as sympy symbols and, for each, an arange broadcast along its dim."""
     symbols = index_vars("i", ranges)
     env = {}
     for k, (sym, n) in enumerate(zip(symbols, ranges)):
         shape = [1] * len(ranges)
         shape[k] = n
-        env[sym] = torch.arange(n).reshape(shape)
+        env[sym] = torch.arange(n, device=device).reshape(shape)
     return symbols, env
 
 
@@ -157,7 +157,7 @@ def evaluate_buffer(buf: ComputedBuffer, memory: dict[str, torch.Tensor]) -> tor
     out = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=lay.device)
     memory[buf.get_name()] = out
     ranges, rranges = buf.get_size(), buf.get_reduction_ranges()
-    symbols, env = _bind(list(ranges) + list(rranges))
+    symbols, env = _bind(list(ranges) + list(rranges), lay.device)
     handler = InterpreterHandler(memory, env)
     handler.reduce_shape, handler._n_reduction = list(ranges) + list(rranges), len(rranges)
     outer, inner = symbols[:len(ranges)], symbols[len(ranges):]

@@ -68,6 +68,7 @@ class GraphLowering(torch.fx.Interpreter):
         self.constants: dict[str, torch.Tensor] = {}
         self.buffers: list[Buffer] = []
         self.outputs: list = []
+        self.node_values: dict[str, object] = {}   # FX node name → the IR value it lowered to
         self._node: torch.fx.Node | None = None
         self._device = torch.device("cpu")
 
@@ -114,7 +115,8 @@ class GraphLowering(torch.fx.Interpreter):
     def run_node(self, node):
         self._node = node
         try:
-            return super().run_node(node)
+            self.node_values[node.name] = value = super().run_node(node)
+            return value
         finally:
             self._node = None
 
@@ -213,6 +215,8 @@ class GraphLowering(torch.fx.Interpreter):
             return "no lowering"
         if self.config.fallback_all:
             return "fallback_all option"
+        if str(target) in self.config.fallback_ops:
+            return "fallback_ops option"
         for t in _tensors_in(self._node.meta.get("val")):
             if t.dtype not in SUPPORTED_DTYPES:
                 return f"dtype {t.dtype} not supported by our kernels"
@@ -246,7 +250,7 @@ class GraphLowering(torch.fx.Interpreter):
         metrics.fallback_ops[str(target)] += 1
         if str(target) not in _logged_ops:
             _logged_ops.add(str(target))
-            quiet = op_name in EXTERN_BY_DESIGN or self.config.fallback_all
+            quiet = op_name in EXTERN_BY_DESIGN or self.config.fallback_all or str(target) in self.config.fallback_ops
             level = logging.INFO if quiet else logging.WARNING
             log.log(level, "falling back to ATen for %s (%s)", target, reason)
         args = self.realize_for_extern(list(args))
