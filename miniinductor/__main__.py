@@ -6,6 +6,8 @@ Commands:
   explain  compile a built-in model (``gpt2_block``, ``mlp``, ...) or a function of your
            own (``path/file.py:function``), print its kernels and fusion decisions, and
            write the trace folder and the HTML report.
+  accuracy the same targets through ``miniinductor.debug_accuracy``: forward and backward,
+           every buffer checked; prints the first wrong buffer and its kernel (exit 1 if any).
 
 Mistakes (a bad path, a missing function, an unknown option) print one line on stderr
 and exit with status 2; ``--traceback`` shows the full Python traceback instead.
@@ -281,7 +283,8 @@ def explain_command(args) -> int:
     return 0
 
 
-def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """What explain and accuracy share: the model, its inputs, options."""
     parser.add_argument("target", metavar="MODEL",
                         help="a built-in model (" + ", ".join(BUILTINS) + ") or path/file.py:function")
     parser.add_argument("--shape", type=parse_shape, action="append", metavar="N,M,...",
@@ -292,6 +295,11 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="random seed for inputs and weights (default 0)")
     parser.add_argument("-o", "--option", type=parse_option, action="append", metavar="KEY=VALUE",
                         help="a miniinductor option, e.g. -o fusion=false (repeatable)")
+    parser.add_argument("--traceback", action="store_true", help="show the Python traceback of an error")
+
+
+def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
+    add_target_arguments(parser)
     parser.add_argument("--trace", default="miniinductor_trace", metavar="DIR",
                         help="trace folder to write (default ./miniinductor_trace)")
     parser.add_argument("--no-trace", action="store_true", help="do not write the trace folder")
@@ -299,7 +307,6 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
                         help="HTML report to write (default ./miniinductor_report.html)")
     parser.add_argument("--compare", action="store_true",
                         help="also run eager and real Inductor; their table goes into the report")
-    parser.add_argument("--traceback", action="store_true", help="show the Python traceback of an error")
 
 
 EXPLAIN_EPILOG = "built-in models:\n" + "\n".join(f"  {k:12s} {v[0]}" for k, v in BUILTINS.items()) + """
@@ -308,6 +315,41 @@ a file of your own:
   miniinductor explain path/model.py:forward       # inputs from example_inputs() in model.py
   miniinductor explain path/ops.py:f --shape 8,64 --shape 64  # two random inputs
 """
+
+
+# --------------------------------------------------------------------------- accuracy
+def accuracy_command(args) -> int:
+    import miniinductor
+
+    name, fn, inputs = resolve_target(args)
+    options = dict(args.option or [])
+    levels = [lv for lv in args.levels.split(",") if lv] if args.levels != "none" else []
+    try:
+        report = miniinductor.debug_accuracy(fn, *inputs, backward=not args.no_backward, rtol=args.rtol,
+                                             atol=args.atol, levels=levels, repro_dir=args.repro_dir,
+                                             seed=args.seed, **options)
+    except ValueError as exc:
+        raise CLIError((str(exc).strip().splitlines() or [repr(exc)])[0]) from None
+    except Exception as exc:
+        raise CLIError(f"checking {name} failed: {_one_line(exc)} (--traceback shows where)") from exc
+    print(f"miniinductor accuracy {name}:")
+    print(report)
+    if report.culprit is not None:
+        print(f"kernel {report.culprit.kernel} source:\n{report.kernel_source or '(an extern ATen call)'}")
+    if args.report:
+        print(f"report: {Path(report.write_report(args.report)).resolve()}")
+    return 1 if report.culprit is not None else 0
+
+
+def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
+    add_target_arguments(parser)
+    parser.add_argument("--no-backward", action="store_true", help="check the forward graph only")
+    parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance per element (default 1e-4)")
+    parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance per element (default 1e-5)")
+    parser.add_argument("--levels", default="fusion,fallback,float64", metavar="L1,L2",
+                        help="reruns on the wrong buffer: fusion, fallback, float64, or none (default: all)")
+    parser.add_argument("--repro-dir", metavar="DIR", help="where the kernel's repro script goes (default: a temp dir)")
+    parser.add_argument("--report", metavar="FILE", help="also write the HTML report, with a per-buffer error column")
 
 
 # --------------------------------------------------------------------------- the parser
@@ -330,6 +372,17 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXPLAIN_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_explain_arguments(explain_parser)
     explain_parser.set_defaults(handler=explain_command)
+
+    accuracy_parser = sub.add_parser(
+        "accuracy", help="find the buffer and kernel behind a wrong output or gradient",
+        description="Compile MODEL with miniinductor, run it forward and backward (fixed random output "
+                    "gradients), compare every buffer's kernel value with the IR interpreter and with "
+                    "eager ATen, and print the first buffer that departs: its kernel, ATen nodes, fused "
+                    "group, error, the reruns' verdicts and a script reproducing the kernel. Exit status "
+                    "1 when a buffer departs.",
+        epilog=EXPLAIN_EPILOG.replace("explain", "accuracy"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_accuracy_arguments(accuracy_parser)
+    accuracy_parser.set_defaults(handler=accuracy_command)
     return parser
 
 

@@ -136,6 +136,7 @@ class AccuracyReport:
 
     def write_report(self, path, **kwargs):
         from .report import write_report
+        kwargs.setdefault("title", "miniinductor debug_accuracy: " + str(self).splitlines()[1])
         return write_report(self.graphs, path, buffer_errors=self.buffer_errors(), **kwargs)
 
     def __str__(self):

@@ -16,6 +16,7 @@ import sympy
 
 from ..codegen.cpp import CppKernel, CppOverrides
 from ..ir.nodes import ComputedBuffer, ExternKernel
+from ..virtualized import V
 
 
 @contextlib.contextmanager
@@ -40,14 +41,15 @@ def wrong_lowering(op, delta=1.0):
 
 
 @contextlib.contextmanager
-def reversed_row_reads():
-    """A wrong index in fused kernels only: where a C++ kernel reads back, in a per-element
-    loop after a reduction, a buffer it wrote itself, it reads the row back to front."""
+def reversed_row_reads(graph: str | None = None):
+    """A wrong index in fused kernels only: in the per-element loop that follows a reduction
+    in the same kernel (softmax's division, layer norm's scaling), a C++ kernel reads its
+    rows back to front. graph: only in graphs of this name ("forward", "backward", ...)."""
     real = CppKernel.load
 
     def load(self, name, index):
-        mine = name in self.args.output_buffers or name in self.args.inplace.values()
-        if mine and self.block is not None and self.block.kind == "inner" and self.reduction_vars:
+        here = graph is None or V.graph.name == graph
+        if here and self.block is not None and self.block.kind == "inner" and self.reduction_vars:
             r, n = self.reduction_vars[-1], self.reduction_ranges[-1]
             index = sympy.sympify(index).subs(r, n - 1 - r)
         return real(self, name, index)

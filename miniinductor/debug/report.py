@@ -357,19 +357,25 @@ def _timings_section(timings) -> str:
             + f"</tr></thead><tbody>{body}</tbody></table>")
 
 
-def _kernels_table(cg, links: GraphLinks) -> str:
+def _kernels_table(cg, links: GraphLinks, errors=None) -> str:
+    """errors: {buffer: largest error} (from debug_accuracy) adds a per-buffer error column."""
     rows = []
     for k, group in links.groups.items():
+        error_cell = ""
+        if errors is not None:
+            error_cell = "<td>" + _esc(", ".join(f"{n} {errors[n]:.2g}" if n in errors else f"{n} -"
+                                                 for n in group.get_names())) + "</td>"
         rows.append(f'<tr{links.data_k([k])}><td><a href="#{links.anchor("kernel", k)}">{_esc(k)}</a></td>'
                     f'<td>{_esc(", ".join(group.get_names()))}</td>'
                     f'<td>{_origin_links(links, links.kernel_origins(k))}</td>'
-                    f"<td class=num>{human_bytes(cg.kernel_bytes.get(k, 0))}</td></tr>")
-    return ("<table><thead><tr><th>kernel</th><th>buffers</th><th>source ops</th><th>moves</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
+                    f"<td class=num>{human_bytes(cg.kernel_bytes.get(k, 0))}</td>{error_cell}</tr>")
+    error_head = "<th>max error per buffer</th>" if errors is not None else ""
+    return ("<table><thead><tr><th>kernel</th><th>buffers</th><th>source ops</th><th>moves</th>"
+            f"{error_head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
 # --------------------------------------------------------------------------- the page
-def _graph_section(cg, index: int, fx_gm, compact: bool) -> str:
+def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
     p = f"g{index}"
     links = GraphLinks(cg, p)
     n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
@@ -391,7 +397,7 @@ def _graph_section(cg, index: int, fx_gm, compact: bool) -> str:
                   f'<div class="phases">{cols}</div></details>')
     return "".join([
         head, phases,
-        f'<section id="{p}-kernels"><h3>Kernels</h3>{_kernels_table(cg, links)}</section>',
+        f'<section id="{p}-kernels"><h3>Kernels</h3>{_kernels_table(cg, links, errors)}</section>',
         f'<section id="{p}-fusion-graph"><h3>Fusion graph</h3>{_fusion_graph_section(cg, links)}</section>',
         f'<section id="{p}-decisions"><h3>Why (not) fused</h3>{_decisions_table(cg, links)}</section>',
         f'<section id="{p}-memory"><h3>Memory timeline</h3>{_memory_section(cg)}</section>',
@@ -411,22 +417,26 @@ def _summary(graphs) -> str:
 
 
 def render_report(graphs, *, title: str = "miniinductor compile report", timings=None,
-                  fx_graph_modules=None, compact: bool = False, full_page: bool = True) -> str:
+                  fx_graph_modules=None, compact: bool = False, full_page: bool = True,
+                  buffer_errors=None) -> str:
     """The report as HTML text.
 
     graphs: a CompiledGraph or a list of them (e.g. `explain(...).graphs`).
     timings: {label: milliseconds} or {label: {column: value}} or a list of rows.
     fx_graph_modules: Dynamo's GraphModule per graph (else `cg.fx_graph_module` if set).
     compact: phases collapsed (for notebooks). full_page=False: a <div> fragment.
+    buffer_errors: per graph, {buffer: largest error} (`AccuracyReport.buffer_errors()`):
+    the kernels tables get a column with each buffer's error.
     """
     graphs = [graphs] if not isinstance(graphs, (list, tuple)) else list(graphs)
     fx_gms = list(fx_graph_modules or []) + [None] * len(graphs)
+    errors = list(buffer_errors) if buffer_errors is not None else [None] * len(graphs)
     rid = f"mi-report-{next(_report_ids)}"
     toc = " · ".join(f'<a href="#g{i}">{_esc(cg.graph.name)}</a>' for i, cg in enumerate(graphs))
     body = (f'<div class="mi-report" id="{rid}"><header><h1>{_esc(title)}</h1>'
             f'<nav id="toc">{toc} · <a href="#timings">timings</a></nav></header>'
             f'<section id="summary"><h2>Summary</h2>{_summary(graphs)}</section>'
-            + "".join(_graph_section(cg, i, fx_gms[i] or getattr(cg, "fx_graph_module", None), compact)
+            + "".join(_graph_section(cg, i, fx_gms[i] or getattr(cg, "fx_graph_module", None), compact, errors[i])
                       for i, cg in enumerate(graphs))
             + f'<section id="timings"><h2>Timings</h2>{_timings_section(timings)}</section>'
             + f"<style>{CSS}</style><script>{JS.replace('__RID__', rid)}</script></div>")
