@@ -133,7 +133,9 @@ def test_float64_tells_accumulation_order_from_logic():
     x = torch.randn(2**20) + 1   # a long float32 sum: the order of additions shows in the last digits
     report = miniinductor.debug_accuracy(torch.sum, x, backward=False, rtol=0, atol=1e-6, levels=("float64",))
     assert report.culprit is not None, "with atol=1e-6 the kernel's and ATen's sums differ"
-    assert 0 < report.culprit.vs_eager.max_abs < 1e-5 * abs(float(x.double().sum()))
+    # a float32 sum of n terms drifts by about eps * sqrt(n) ~ 6e-5 of its size when the
+    # order of additions changes (seen: 3e-6 to 2e-5); a logic bug is off in the leading digits
+    assert 0 < report.culprit.vs_eager.max_abs < 1e-3 * abs(float(x.double().sum()))
     assert report.levels["float64"].startswith("accuracy"), report.levels
 
 

@@ -47,6 +47,7 @@ HELP = {
     "top": ["--help"],
     "demo_help": ["demo", "--help"],
     "explain_help": ["explain", "--help"],
+    "accuracy_help": ["accuracy", "--help"],
 }
 ERRORS = {   # name: (arguments, words the one error line must contain)
     "no_command": ([], ["COMMAND"]),
@@ -65,6 +66,7 @@ ERRORS = {   # name: (arguments, words the one error line must contain)
     "unknown_flag": (["explain", "softmax", "--frob"], ["--frob"]),
     "bad_dtype": (["explain", "softmax", "--dtype", "float99"], ["dtype", "float99"]),
     "bad_demo_arg": (["demo", "--batch", "two"], ["--batch"]),
+    "bad_accuracy_level": (["accuracy", "softmax", "--levels", "fusion,frob"], ["unknown levels", "frob"]),
     "unwritable_report": (["explain", "softmax", "--no-trace", "--report", "/proc/no/such/r.html"],
                           ["cannot create", "/proc/no/such"]),
 }
@@ -79,7 +81,23 @@ RUNS = {
     "demo": ["demo", "--batch", "1", "--seq", "8", "--d-model", "32", "--n-head", "2", "--repeats", "2",
              "--skip-inductor", "--report", "{tmp}/demo.md", "--html", "{tmp}/demo.html"],
     "traceback": ["explain", "{tmp}/nope.py:f", "--traceback"],
+    "accuracy_clean": ["accuracy", "softmax", "--levels", "none"],
+    "accuracy_planted": ["accuracy", "{tmp}/planted.py:h", "--levels", "fallback", "--repro-dir", "{tmp}/repro",
+                         "--report", "{tmp}/accuracy.html"],
 }
+PLANTED_FILE = '''
+import torch
+from miniinductor.debug.planted_bugs import wrong_lowering
+
+BUG = wrong_lowering(torch.ops.aten.tanh)   # planted for the test: tanh's lowering adds 1
+BUG.__enter__()   # (kept in a global: a context manager collected as garbage would undo it)
+
+def h(x):
+    return torch.tanh(x) * x.sum(-1, keepdim=True)
+
+def example_inputs():
+    return [torch.randn(4, 8, requires_grad=True)]
+'''
 
 
 def run_cli(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
@@ -94,6 +112,7 @@ def write_user_files(tmp: Path) -> Path:
     (tmp / "user.py").write_text(USER_FILE)
     (tmp / "bad.py").write_text("def f(x):\n    return x +\n")
     (tmp / "noinputs.py").write_text("def f(x):\n    return x * 2\n")
+    (tmp / "planted.py").write_text(PLANTED_FILE)
     return tmp
 
 
@@ -116,8 +135,10 @@ def test_help(cli, name):
     result = cli[0][name]
     assert result.returncode == 0, show(result)
     assert result.stdout.startswith("usage: miniinductor"), show(result)
-    expected = {"top": ["demo", "explain"], "demo_help": ["--skip-inductor", "--html"],
-                "explain_help": ["--trace", "--report", "--shape", "--option", "gpt2_block", "example_inputs()"]}
+    expected = {"top": ["demo", "explain", "accuracy"], "demo_help": ["--skip-inductor", "--html"],
+                "explain_help": ["--trace", "--report", "--shape", "--option", "gpt2_block", "example_inputs()"],
+                "accuracy_help": ["--no-backward", "--rtol", "--atol", "--levels", "--repro-dir", "--report",
+                                  "gpt2_block", "example_inputs()"]}
     for word in expected[name]:
         assert word in result.stdout, f"{word!r} missing from --help:\n{result.stdout}"
 
@@ -198,3 +219,22 @@ def test_demo(cli):
     assert "correctness vs eager:   PASS" in result.stdout and "skipped" in result.stdout
     assert "**PASS**" in (tmp / "demo.md").read_text()
     assert "median ms" in (tmp / "demo.html").read_text()
+
+
+def test_accuracy_clean_builtin(cli):
+    result = cli[0]["accuracy_clean"]
+    assert result.returncode == 0, show(result)
+    assert "no buffer departs: clean" in result.stdout, show(result)
+
+
+def test_accuracy_names_the_planted_bug(cli):
+    """A file that plants a wrong tanh lowering: exit 1, the buffer, kernel and op named,
+    the fallback rerun confirms it, and the repro script and report are written."""
+    result, tmp = cli[0]["accuracy_planted"], cli[1]
+    assert result.returncode == 1, show(result)
+    out = result.stdout
+    assert "first bad buffer: forward.buf" in out and "the IR departs from ATen" in out, show(result)
+    assert "(aten.tanh.default)" in out and "confirmed" in out, show(result)
+    assert 'extern "C" void kernel' in out, "the kernel's source is printed"
+    assert list((tmp / "repro").glob("repro_forward_kernel*.py")), show(result)
+    assert "max error per buffer" in (tmp / "accuracy.html").read_text()

@@ -31,11 +31,14 @@ def bool_and_promotes():
 def wrong_lowering(op, delta=1.0):
     """A lowering that adds `delta` to its result (a lowering bug: the IR itself is wrong)."""
     from ..lowering import registry
+    from ..lowering.pointwise import make_pointwise
     packet = getattr(op, "overloadpacket", op)
     real = registry.lowerings[packet]
 
     def buggy(*args, **kwargs):
-        return registry.lowerings[registry.aten.add](real(*args, **kwargs), delta)
+        value = real(*args, **kwargs)
+        dtype = value.get_dtype()
+        return make_pointwise(lambda v: V.ops.add(v, V.ops.constant(delta, dtype)), (value,), dtype)
     with mock.patch.dict(registry.lowerings, {packet: buggy}):
         yield
 
