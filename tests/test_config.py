@@ -38,6 +38,7 @@ def non_default_options(tmp_path) -> dict:
         "max_autotune": True,
         "trace": str(tmp_path / "trace"),
         "fallback_all": True,
+        "fallback_ops": ("aten.mul.Tensor",),
         "fusion": False,
         "mix_order_reduction": False,
         "mix_order_min_numel": 0,

@@ -110,3 +110,14 @@ def test_fallback_all_runs_everything_in_aten():
     assert miniinductor.metrics.generated_kernel_count == 0
     assert miniinductor.metrics.fallback_count > 0
     assert Config.from_options({"fallback_all": True}).fallback_all
+
+
+def test_fallback_ops_runs_only_those_in_aten():
+    miniinductor.metrics.reset()
+    torch._dynamo.reset()
+    f = lambda x: torch.exp(x * 2) + 1  # noqa: E731
+    x = torch.randn(4, 5)
+    torch.testing.assert_close(miniinductor.compile(f, fallback_ops=["aten.mul.Tensor"])(x), f(x))
+    assert dict(miniinductor.metrics.fallback_ops) == {"aten.mul.Tensor": 1}
+    assert miniinductor.metrics.generated_kernel_count == 1   # exp and add still lowered
+    assert Config.from_options({"fallback_ops": "aten.mul.Tensor"}).fallback_ops == ("aten.mul.Tensor",)

@@ -322,7 +322,7 @@ def float64_verdict(value, eager32, eager64) -> str:
             f"(relative to max |value| {scale:.3g})")
 
 
-def write_repro(cg, kname, values, folder) -> Path:
+def write_repro(cg, kname, values, folder, rtol: float, atol: float) -> Path:
     """A script (and a .pt file) that reruns kernel `kname` alone on its saved inputs and
     prints each output's largest error against the IR interpreter's value."""
     source, arg_names, _ = cg.kernels[kname]
@@ -348,7 +348,8 @@ def write_repro(cg, kname, values, folder) -> Path:
                 "kernel(*[buffers[n] for n in ARGS])")
     script = folder / f"repro_{cg.graph.name}_{kname}.py"
     script.write_text(f'''"""Reruns kernel {kname} of graph {cg.graph.name} alone (written by miniinductor.debug_accuracy).
-Expected values are the IR interpreter's on the same inputs. Exit status 1 if any output departs."""
+Expected values are the IR interpreter's on the same inputs. Exit status 1 if an output departs
+by more than atol + rtol * |expected| (atol={atol}, rtol={rtol})."""
 import sys
 from ctypes import c_void_p
 from pathlib import Path
@@ -370,18 +371,15 @@ for name, (size, stride, dtype) in LAYOUTS.items():
 {load}
 if device.type == "cuda":
     torch.cuda.synchronize()
-worst = 0.0
+bad = False
 for name, expected in data["expected"].items():
-    got = buffers[INPLACE.get(name, name)].cpu().double()
-    err = (got - expected.double()).abs().nan_to_num(nan=float("inf")).max().item() if got.numel() else 0.0
-    worst = max(worst, err)
-    print(f"{{name}}: max abs error {{err:.3g}}")
-sys.exit(1 if worst > {REPRO_ATOL} else 0)
+    got, expected = buffers[INPLACE.get(name, name)].cpu().double(), expected.double()
+    diff = torch.where(got == expected, 0.0, (got - expected).abs()).nan_to_num(nan=float("inf"))
+    print(f"{{name}}: max abs error {{diff.max().item() if diff.numel() else 0.0:.3g}}")
+    bad = bad or bool((diff > {atol} + {rtol} * expected.abs()).any())
+sys.exit(1 if bad else 0)
 ''')
     return script
-
-
-REPRO_ATOL = 1e-5
 
 
 # --------------------------------------------------------------------------- the tool
@@ -411,7 +409,7 @@ def debug_accuracy(fn, *inputs, backward: bool = True, rtol: float = 1e-4, atol:
             _levels(report, values, fn, inputs, backward, seed, options, reference, rtol, atol, levels)
             if culprit.kernel in cg.kernels:
                 report.repro = write_repro(cg, culprit.kernel, values,
-                                           repro_dir or tempfile.mkdtemp(prefix="miniinductor_accuracy_"))
+                                           repro_dir or tempfile.mkdtemp(prefix="miniinductor_accuracy_"), rtol, atol)
     return report
 
 
