@@ -162,3 +162,6 @@ assert report.levels["float64"].startswith("accuracy")
 # A float32 sum of n terms drifts by about eps * sqrt(n) = 6e-8 * 1024 ~ 6e-5 of its size
 # when the order changes; a logic bug would be off in the leading digits.
 torch.testing.assert_close(miniinductor.compile(torch.sum)(long), long.sum(), rtol=1e-3, atol=0)
+
+# %%
+print("tutorial 11 done")
