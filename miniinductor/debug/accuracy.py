@@ -304,11 +304,26 @@ def check_graph(index, cg, args, rtol, atol) -> tuple[list[BufferCheck], dict]:
 
 
 # --------------------------------------------------------------------------- levels
-def _rerun_verdict(fn, inputs, backward, seed, options, reference, rtol, atol) -> tuple[bool, float]:
-    results, _ = _compiled_run(fn, inputs, backward, seed, options)
-    ok = len(results) == len(reference) and all(
-        not tensor_error(r, e, rtol, atol).bad for r, e in zip(results, reference))
-    return ok, max_abs_error(results, reference) if len(results) == len(reference) else float("inf")
+@dataclasses.dataclass
+class _Job:
+    """One `debug_accuracy` call: what to run, how, and eager's results to judge reruns by."""
+
+    fn: object
+    inputs: tuple
+    backward: bool
+    seed: int
+    options: dict
+    rtol: float
+    atol: float
+    reference: list
+
+    def rerun(self, **options) -> tuple[bool, float]:
+        """Compile again with these options on top: (right now?, max abs error vs eager)."""
+        results, _ = _compiled_run(self.fn, self.inputs, self.backward, self.seed, {**self.options, **options})
+        if len(results) != len(self.reference):
+            return False, float("inf")
+        ok = all(not tensor_error(r, e, self.rtol, self.atol).bad for r, e in zip(results, self.reference))
+        return ok, max_abs_error(results, self.reference)
 
 
 def float64_verdict(value, eager32, eager64) -> str:
@@ -406,26 +421,25 @@ def debug_accuracy(fn, *inputs, backward: bool = True, rtol: float = 1e-4, atol:
             report.culprit = culprit
             report.kind = "codegen" if culprit.kernel_vs_ir is not None and culprit.kernel_vs_ir.bad else "lowering"
             values["args"] = args
-            _levels(report, values, fn, inputs, backward, seed, options, reference, rtol, atol, levels)
+            job = _Job(fn, inputs, backward, seed, options, rtol, atol, reference)
+            _levels(report, values, job, levels)
             if culprit.kernel in cg.kernels:
                 report.repro = write_repro(cg, culprit.kernel, values,
                                            repro_dir or tempfile.mkdtemp(prefix="miniinductor_accuracy_"), rtol, atol)
     return report
 
 
-def _levels(report, values, fn, inputs, backward, seed, options, reference, rtol, atol, levels):
+def _levels(report, values, job: _Job, levels):
     c = report.culprit
     cg = report.graphs[c.graph]
     if "fusion" in levels:
-        ok, err = _rerun_verdict(fn, inputs, backward, seed, {**options, "fusion": False}, reference, rtol, atol)
+        ok, err = job.rerun(fusion=False)
         report.levels["fusion"] = (f"with fusion=False the results match eager (max error {err:.3g}): a fusion bug"
                                    if ok else f"with fusion=False still wrong (max error {err:.3g}): not fusion")
     nodes = {n.name: n for n in cg.graph.module.graph.nodes}
     ops = tuple(sorted({str(nodes[o].target) for o in c.origins if o in nodes}))
     if "fallback" in levels and ops:
-        fallback = tuple(options.get("fallback_ops", ())) + ops
-        ok, err = _rerun_verdict(fn, inputs, backward, seed, {**options, "fallback_ops": fallback},
-                                 reference, rtol, atol)
+        ok, err = job.rerun(fallback_ops=tuple(job.options.get("fallback_ops", ())) + ops)
         report.levels["fallback"] = (f"with {', '.join(ops)} run as ATen calls: "
                                      + (f"results match eager (max error {err:.3g}): confirmed" if ok
                                         else f"still wrong (max error {err:.3g}): not confirmed"))
