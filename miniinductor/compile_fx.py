@@ -202,10 +202,11 @@ def invisible_to_dynamo(fn):
 
 def fake_runs_the_aten_graph(call, gm):
     """`call`, except under a FakeTensorMode, where it runs the ATen graph `gm` instead: our
-    kernels need real memory (`.data_ptr()`), fake tensors have none. Callers that propagate
-    shapes run compiled code under fake mode; DDP's graph splitting (DDPOptimizer) does so
-    with each compiled piece to get the next piece's inputs -- through AOTAutograd, which
-    answers that first call itself (capture/aot.py), but not every caller does."""
+    kernels need real memory (`.data_ptr()`), fake tensors have none (handed their pointers,
+    the kernels crashed the process). Callers that propagate shapes run compiled code under
+    fake mode: DDP's graph splitting (DDPOptimizer) runs each compiled piece on fake tensors
+    to get the next piece's inputs -- a call AOTAutograd answers itself (capture/aot.py), but
+    not every caller goes through it."""
     fake = torch._C._TorchDispatchModeKey.FAKE
 
     def run(args):

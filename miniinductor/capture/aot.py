@@ -10,13 +10,14 @@ proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A g
 symbolic sizes is first made static, one specialisation per concrete shape (specialize.py).
 
 Like Inductor, we call AOTAutograd through Dynamo's `aot_autograd` backend helper, not
-`aot_module_simplified` directly. The helper counts the call, and DDP's graph splitting
-(Dynamo's DDPOptimizer, torch/_dynamo/backends/distributed.py) reads that count: when
-AOTAutograd ran, it asked it (TracingContext.fakify_first_call) to make the compiled piece's
-*first* call return fake outputs, and it makes that first call itself, on fake tensors, to
-get the next piece's example inputs. Called directly, AOTAutograd still armed that first
-fake call but DDPOptimizer, seeing no count, never made it: the first real step got fake
-outputs back and its backward failed.
+`aot_module_simplified` directly: the helper counts the call, and DDP's graph splitting
+(Dynamo's DDPOptimizer, torch/_dynamo/backends/distributed.py) reads that count. While it
+compiles a piece, DDPOptimizer sets TracingContext.fakify_first_call, which makes
+AOTAutograd's compiled function answer its *first* call with fake outputs; when the count
+shows that AOTAutograd ran, DDPOptimizer makes that first call itself, on fake tensors, to
+get the next piece's example inputs (otherwise it runs the uncompiled piece on them).
+Called directly, AOTAutograd armed the fake first call but DDPOptimizer never made it: the
+first real step got fake outputs back and its backward failed.
 
 Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
 ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
