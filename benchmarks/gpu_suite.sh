@@ -14,3 +14,7 @@ python -m pytest -q -p no:cacheprovider tests/test_triton.py tests/test_gpu.py t
 cp docs/benchmarks_gpu.md "$out/" 2>/dev/null   # its hand-written notes are kept
 python benchmarks/bench_gpu.py --out "$out/bench_gpu.json" --markdown "$out/benchmarks_gpu.md" 2>&1 | tee "$out/bench_gpu.log" | tail -30
 python benchmarks/compile_time.py --out "$out/compile_time.json" 2>&1 | tee "$out/compile_time.log" | tail -10
+# data parallel, when there are 2 GPUs: DDP and FSDP2 with eager / miniinductor / Inductor
+if [ "$(python -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+    python benchmarks/ddp_gpu.py --json "$out/ddp_gpu.json" 2>&1 | tee "$out/ddp_gpu.log" | grep -v '^\[rank' | tail -10
+fi

@@ -201,6 +201,22 @@ def invisible_to_dynamo(fn):
     return torch._dynamo.disable(fn)
 
 
+def fake_runs_the_aten_graph(call, gm):
+    """`call`, except under a FakeTensorMode, where it runs the ATen graph `gm` instead: our
+    kernels need real memory (`.data_ptr()`), fake tensors have none (handed their pointers,
+    the kernels crashed the process). Callers that propagate shapes run compiled code under
+    fake mode: DDP's graph splitting (DDPOptimizer) runs each compiled piece on fake tensors
+    to get the next piece's inputs -- a call AOTAutograd answers itself (capture/aot.py), but
+    not every caller goes through it."""
+    fake = torch._C._TorchDispatchModeKey.FAKE
+
+    def run(args):
+        if torch._C._get_dispatch_mode(fake) is not None:   # ~0.2 us: a check per call
+            return gm(*args)
+        return call(args)
+    return run
+
+
 @invisible_to_dynamo
 def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
     """AOTAutograd's forward/backward compiler: a boxed callable (takes a list of args)."""
@@ -221,7 +237,7 @@ def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
             call = cudagraphify(compiled.call)
         else:
             log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)
-    call = invisible_to_dynamo(call)
+    call = invisible_to_dynamo(fake_runs_the_aten_graph(call, gm))
     call._boxed_call = True
     call.compiled_graph = compiled
     _last_compiled.append(compiled)

@@ -9,6 +9,16 @@ recomputed from fewer saved tensors). Each is handed to `compile_fx_inner` (our 
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
 symbolic sizes is first made static, one specialisation per concrete shape (specialize.py).
 
+Like Inductor, we call AOTAutograd through Dynamo's `aot_autograd` backend helper, not
+`aot_module_simplified` directly: the helper counts the call, and DDP's graph splitting
+(Dynamo's DDPOptimizer, torch/_dynamo/backends/distributed.py) reads that count. While it
+compiles a piece, DDPOptimizer sets TracingContext.fakify_first_call, which makes
+AOTAutograd's compiled function answer its *first* call with fake outputs; when the count
+shows that AOTAutograd ran, DDPOptimizer makes that first call itself, on fake tensors, to
+get the next piece's example inputs (otherwise it runs the uncompiled piece on them).
+Called directly, AOTAutograd armed the fake first call but DDPOptimizer never made it: the
+first real step got fake outputs back and its backward failed.
+
 Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
 ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
 compiled code does what eager does under autocast, without autocast being on at run time.
@@ -22,7 +32,7 @@ import logging
 
 import torch
 
-from torch._functorch.aot_autograd import aot_module_simplified
+from torch._dynamo.backends.common import aot_autograd
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from .decompositions import decomposition_table
@@ -39,7 +49,11 @@ def compile_fx(gm, example_inputs, config):
         return Specializer(gm, functools.partial(compile_fx, config=config))
 
     def compiler(name):
-        return functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=gm)
+        compile_ = functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=gm)
+        # compile_fx_inner and what it returns are already hidden from Dynamo: this tells
+        # `aot_autograd` not to wrap them again (its wrapper drops our `_boxed_call` flag)
+        compile_._is_wrapped_bw_compiler = True
+        return compile_
     training = _needs_grad(gm, example_inputs)
     inference = compiler("inference")
     if config.freezing and training:
@@ -48,12 +62,11 @@ def compile_fx(gm, example_inputs, config):
         inference = functools.partial(compile_frozen, inner=inference,
                                       candidates=frozen_candidates(gm, example_inputs))
     with _autocast(config, example_inputs):
-        return aot_module_simplified(
-            gm, example_inputs,
+        return aot_autograd(
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
             inference_compiler=inference, decompositions=decomposition_table(training=training),
             partition_fn=min_cut_rematerialization_partition,
-        )
+        )(gm, example_inputs)
 
 
 def _autocast(config, example_inputs):
