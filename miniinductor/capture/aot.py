@@ -22,6 +22,7 @@ import logging
 
 import torch
 
+from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
 from torch._functorch.aot_autograd import aot_module_simplified
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -35,15 +36,25 @@ log = logging.getLogger("miniinductor")
 def compile_fx(gm, example_inputs, config):
     from ..compile_fx import compile_fx_inner
 
+    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+        # compiled autograd's backward graph takes its tensors boxed in one list: flatten them
+        # (and unflatten around the graph), as Inductor's compile_fx does
+        return flatten_graph_inputs(gm, example_inputs, functools.partial(compile_fx, config=config))
     if has_symbolic_inputs(example_inputs):  # dynamic shapes: one static compile per shape
         return Specializer(gm, functools.partial(compile_fx, config=config))
 
+    flattened = isinstance(gm, GmWrapper)
+    dynamo_gm = gm.gm if flattened else gm   # Dynamo's graph, for the trace folder
+
     def compiler(name):
-        return functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=gm)
+        return functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=dynamo_gm)
     training = _needs_grad(gm, example_inputs)
     inference = compiler("inference")
     if config.freezing and training:
         _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
+    elif config.freezing and flattened:
+        # compiled autograd's backward runs without grad mode, but its parameters change every step
+        _say_once("freezing: compiled autograd's backward graph keeps its parameters as inputs")
     elif config.freezing:
         inference = functools.partial(compile_frozen, inner=inference,
                                       candidates=frozen_candidates(gm, example_inputs))
