@@ -34,6 +34,7 @@ CASES = {
     "optimizer_sgd_momentum": {},
     "optimizer_adam_foreach": {},
     "optimizer_adamw": {},
+    "foreach_ops": {},
     "checkpointing": {},
     "compiled_autograd": {},
     "gradient_accumulation": {},

@@ -180,6 +180,8 @@ def compiled_optimizer(make_opt) -> dict:
             for key, value in opt_e.state[p_e].items():
                 stats.close("state", opt_c.state[p_c][key], value, f"step {step}: optimizer state {key}", EXACT_TOL)
     assert miniinductor.metrics.graphs_compiled >= 1
+    extern = [op for op in miniinductor.metrics.fallback_ops if "_foreach" in op]
+    assert not extern, f"the update ran foreach ops in ATen, not in our kernels: {extern}"
     return stats.result(graphs=miniinductor.metrics.graphs_compiled)
 
 
@@ -193,6 +195,35 @@ def case_optimizer_adam_foreach():
 
 def case_optimizer_adamw():
     return compiled_optimizer(lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1))
+
+
+def case_foreach_ops():
+    """Every foreach overload we decompose (capture/decompositions.py), against eager."""
+    from miniinductor.capture.decompositions import foreach_decompositions
+    stats = Stats()
+    xs = [torch.randn(5), torch.randn(3, 4), torch.randn(2, 3, 2)]
+    ys, zs = ([torch.rand_like(x) + 0.5 for x in xs] for _ in range(2))   # positive: sqrt, pow, div
+    calls = {
+        "Scalar": lambda f: f(ys, 0.7), "List": lambda f: f(ys, zs), "ScalarList": lambda f: f(ys, [0.5, 1.5, -2.0]),
+        "Tensor": lambda f: f(ys, torch.tensor(1.3)), "default": lambda f: f(ys),
+        "ScalarAndTensor": lambda f: f(1.7, ys),
+    }
+    addc = {"Scalar": lambda f: f(xs, ys, zs, 0.3), "ScalarList": lambda f: f(xs, ys, zs, [0.5, 1.5, -2.0])}
+    lerp = {"Scalar": lambda f: f(xs, ys, 0.3), "ScalarList": lambda f: f(xs, ys, [0.5, 1.5, -2.0]),
+            "List": lambda f: f(xs, ys, zs)}
+    special = {"_foreach_addcmul": addc, "_foreach_addcdiv": addc, "_foreach_lerp": lerp,
+               "_foreach_norm": {"Scalar": lambda f: f(xs, 3.0)}}
+    ops = list(foreach_decompositions())
+    cases = [(special.get(op.__name__.split(".")[0], calls)[op._overloadname], op) for op in ops]
+
+    def every_op():   # one graph calling them all: one compile
+        return [call(op) for call, op in cases]
+    for op, actual, expected in zip(ops, miniinductor.compile(every_op)(), every_op(), strict=True):
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            stats.close("foreach", a, e, f"{op}: element {i}", dict(rtol=1.3e-6, atol=1e-5))
+    left = [op for op in miniinductor.metrics.fallback_ops if "_foreach" in op]
+    assert not left, f"foreach ops still run by ATen: {left}"
+    return stats.result(overloads=len(ops), graphs=miniinductor.metrics.graphs_compiled)
 
 
 def train_model(model_c, model_e, steps=STEPS, micro=1) -> Stats:
