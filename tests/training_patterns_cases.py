@@ -120,8 +120,8 @@ def pair(model, **options):
 # the cases
 # --------------------------------------------------------------------------------------
 def backward_inside(options, sizes=(6,) * STEPS) -> dict:
-    """A whole training step compiled: forward, loss, backward() and the optimizer step
-    (one batch size per step)."""
+    """A whole training step compiled: forward, loss, backward(), gradient clipping and the
+    optimizer step (one batch size per step)."""
     stats = Stats()
     model_c = Net()
     model_e = copy.deepcopy(model_c)
@@ -131,6 +131,7 @@ def backward_inside(options, sizes=(6,) * STEPS) -> dict:
         opt.zero_grad()
         loss = F.mse_loss(model(tokens), target)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=0.5)   # their norm is 1.8 at the first step: clipped
         opt.step()
         return loss.detach()
 
