@@ -24,6 +24,11 @@ EXTRA = [
     aten.native_dropout,         # a random mask (the mask is an extern rand call)
     aten.var_mean,               # two reductions
     aten.linalg_vector_norm,     # abs/pow, a sum, a root (clip_grad_norm_'s _foreach_norm)
+    # batch norm, in every form AOTAutograd may meet it (training with its running-statistics
+    # update, eval, and the backward): per-channel sums and pointwise arithmetic
+    aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training, aten._batch_norm_with_update,
+    aten._batch_norm_with_update_functional, aten._batch_norm_no_update, aten.batch_norm_backward,
 ]
 
 #: decompositions we refuse even though core ATen offers them, and why
