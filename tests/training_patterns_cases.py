@@ -262,7 +262,9 @@ def case_gradient_accumulation():
 
 def case_compiled_autograd():
     """`compiled_autograd`: the backward graph is captured by Dynamo at backward() time
-    (through the autograd engine) and compiled by our backend as a graph of its own."""
+    (through the autograd engine) and compiled by our backend as a graph of its own. With
+    `freezing=True`, which must leave that graph's parameters inputs: it runs without grad
+    mode, like inference, but the optimizer steps between the calls change them."""
     from torch._dynamo.utils import counters
     stats = Stats()
     model_c = Net()
@@ -275,7 +277,7 @@ def case_compiled_autograd():
         return loss.detach()
 
     with torch._dynamo.config.patch(compiled_autograd=True):   # read by torch.compile itself
-        compiled_step = miniinductor.compile(train_step)
+        compiled_step = miniinductor.compile(train_step, freezing=True)
         for step in range(STEPS):
             for opt in opts:
                 opt.zero_grad()
