@@ -1,11 +1,15 @@
-"""The cases of tests/test_training_patterns.py, one per process:
+"""The cases of tests/test_training_patterns.py, each in a process of its own:
 
-    python tests/training_patterns_cases.py CASE
+    python tests/training_patterns_cases.py OUT_DIR CASE [CASE ...]
 
-runs CASE (compiled with miniinductor and eagerly, from the same seed) and, if every
-comparison holds, prints one line `RESULT {json}` with what was compared and the largest
-differences seen; any failed comparison raises (exit status 1), a crash kills only this
-process. The test module starts each case in its own process and asserts on both.
+imports torch and miniinductor once (seconds), then forks one child per CASE, two at a
+time, so that every case pays no imports and a crash (a segfault) ends only its own child.
+A child runs its case (compiled with miniinductor and eagerly, from the same seed), writes
+its output to OUT_DIR/CASE.log and, if every comparison held, a last line `RESULT {json}`
+with what was compared and the largest differences seen; a failed comparison raises. This
+process writes each child's exit status to OUT_DIR/CASE.exit (negative: the signal that
+killed it). Run it with TRITON_INTERPRET=1 (read when Triton is imported, here): the
+`cpu_backend="triton"` case needs it; the C++ cases never touch Triton.
 
 Tolerances (float32; the compiled code runs the same ATen matmuls/convolutions as eager,
 only fused pointwise chains and reductions may round or accumulate in another order):
@@ -18,11 +22,12 @@ only fused pointwise chains and reductions may round or accumulate in another or
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import os
 import sys
+import traceback
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -397,11 +402,37 @@ def case_inference_mode():
 CASES = {name.removeprefix("case_"): fn for name, fn in globals().items() if name.startswith("case_")}
 
 
-def main(name: str):
-    torch.manual_seed(0)
-    result = CASES[name]()
-    print("RESULT " + json.dumps(result))
+def run_child(name: str, out_dir: Path):
+    """In a forked child: run one case with stdout and stderr in its log; never returns."""
+    log = os.open(out_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    status = 1
+    try:
+        torch.manual_seed(0)
+        result = CASES[name]()
+        print("RESULT " + json.dumps(result))
+        status = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+
+
+def main(out_dir: Path, names: list[str], workers: int = 2):
+    pending, running = list(names), {}
+    while pending or running:
+        while pending and len(running) < workers:
+            name = pending.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                run_child(name, out_dir)
+            running[pid] = name
+        pid, status = os.wait()
+        (out_dir / f"{running.pop(pid)}.exit").write_text(str(os.waitstatus_to_exitcode(status)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(Path(sys.argv[1]), sys.argv[2:])
