@@ -44,7 +44,7 @@ def results(request, tmp_path_factory):
     env = dict(os.environ, TRITON_INTERPRET="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE)] + [p for p in [env.get("PYTHONPATH")] if p])
     runner = subprocess.run([sys.executable, str(RUNNER), str(out), *selected], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=900)
+                            capture_output=True, text=True, timeout=540)   # under pytest-timeout's 600
     found = {}
     for name in selected:
         exit_file, log = out / f"{name}.exit", out / f"{name}.log"

@@ -7,7 +7,9 @@ into a forward and a backward graph -- with Inductor's partitioner, which saves 
 backward only what is cheaper to keep than to recompute (a min cut: pointwise values are
 recomputed from fewer saved tensors). Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
-symbolic sizes is first made static, one specialisation per concrete shape (specialize.py).
+symbolic sizes is first made static, one specialisation per concrete shape (specialize.py);
+compiled autograd's backward graph, which takes its tensors boxed in one list, is first
+flattened (Dynamo's `flatten_graph_inputs`, as in Inductor).
 
 Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
 ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
