@@ -64,7 +64,7 @@ def page(site: Path, name: str) -> str:
 
 
 def test_hand_written_pages_built(site):
-    for name in ("install", "quickstart", "architecture", "debugging", "benchmarks"):
+    for name in ("install", "quickstart", "architecture", "debugging", "benchmarks", "what_works"):
         page(site, name)
     assert (site / "index.html").is_file()
 
@@ -119,3 +119,15 @@ def test_quickstart_code_runs(tmp_path):
     assert result.returncode == 0, f"quick start failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     assert "quickstart: all ran" in result.stdout
     assert (tmp_path / "f_report.html").is_file() and (tmp_path / "f_trace").is_dir()
+
+
+def test_what_works_names_real_tests():
+    """Every `tests/test_x.py::test_y[case]` that docs/what_works.md cites exists (a row that
+    names only a file, such as another branch's tests/test_distributed.py, is not checked)."""
+    text = (ROOT / "docs" / "what_works.md").read_text()
+    cited = re.findall(r"`tests/(test_\w+\.py)::(\w+)(?:\[(\w+)\])?`", text)
+    assert len(cited) >= 10, cited
+    for file, test, case in cited:
+        source = (ROOT / "tests" / file).read_text()
+        assert re.search(rf"^def {test}\(", source, flags=re.M), f"{file} has no {test}"
+        assert case == "" or f'"{case}"' in source, f"{file}::{test} has no case {case}"

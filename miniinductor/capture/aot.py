@@ -7,7 +7,9 @@ into a forward and a backward graph -- with Inductor's partitioner, which saves 
 backward only what is cheaper to keep than to recompute (a min cut: pointwise values are
 recomputed from fewer saved tensors). Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
-symbolic sizes is first made static, one specialisation per concrete shape (specialize.py).
+symbolic sizes is first made static, one specialisation per concrete shape (specialize.py);
+compiled autograd's backward graph, which takes its tensors boxed in one list, is first
+flattened (Dynamo's `flatten_graph_inputs`, as in Inductor).
 
 Like Inductor, we call AOTAutograd through Dynamo's `aot_autograd` backend helper, not
 `aot_module_simplified` directly: the helper counts the call, and DDP's graph splitting
@@ -33,6 +35,7 @@ import logging
 import torch
 
 from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from .decompositions import decomposition_table
@@ -45,11 +48,18 @@ log = logging.getLogger("miniinductor")
 def compile_fx(gm, example_inputs, config):
     from ..compile_fx import compile_fx_inner
 
+    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+        # compiled autograd's backward graph takes its tensors boxed in one list: flatten them
+        # (and unflatten around the graph), as Inductor's compile_fx does
+        return flatten_graph_inputs(gm, example_inputs, functools.partial(compile_fx, config=config))
     if has_symbolic_inputs(example_inputs):  # dynamic shapes: one static compile per shape
         return Specializer(gm, functools.partial(compile_fx, config=config))
 
+    flattened = isinstance(gm, GmWrapper)
+    dynamo_gm = gm.gm if flattened else gm   # Dynamo's graph, for the trace folder
+
     def compiler(name):
-        compile_ = functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=gm)
+        compile_ = functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=dynamo_gm)
         # compile_fx_inner and what it returns are already hidden from Dynamo: this tells
         # `aot_autograd` not to wrap them again (its wrapper drops our `_boxed_call` flag)
         compile_._is_wrapped_bw_compiler = True
@@ -58,6 +68,9 @@ def compile_fx(gm, example_inputs, config):
     inference = compiler("inference")
     if config.freezing and training:
         _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
+    elif config.freezing and flattened:
+        # compiled autograd's backward runs without grad mode, but its parameters change every step
+        _say_once("freezing: compiled autograd's backward graph keeps its parameters as inputs")
     elif config.freezing:
         inference = functools.partial(compile_frozen, inner=inference,
                                       candidates=frozen_candidates(gm, example_inputs))

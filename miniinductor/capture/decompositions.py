@@ -23,6 +23,12 @@ EXTRA = [
     aten.native_layer_norm,      # mean/var as sums, rsqrt, affine
     aten.native_dropout,         # a random mask (the mask is an extern rand call)
     aten.var_mean,               # two reductions
+    aten.linalg_vector_norm,     # abs/pow, a sum, a root (clip_grad_norm_'s _foreach_norm)
+    # batch norm, in every form AOTAutograd may meet it (training with its running-statistics
+    # update, eval, and the backward): per-channel sums and pointwise arithmetic
+    aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training, aten._batch_norm_with_update,
+    aten._batch_norm_with_update_functional, aten._batch_norm_no_update, aten.batch_norm_backward,
 ]
 
 #: decompositions we refuse even though core ATen offers them, and why
@@ -36,9 +42,47 @@ NOT_DECOMPOSED = [
 INFERENCE_ONLY_NOT_DECOMPOSED = [aten.gelu]
 
 
+#: foreach ops (optimizers' `foreach=True`, `clip_grad_norm_`): `_foreach_mul(xs, ys)` becomes
+#: one `mul` per list element, which decomposes further and fuses like any pointwise op.
+#: (Inductor lowers them to horizontally fused "combo kernels" instead.) name → per-element op;
+#: every overload is decomposed but the ones listed in FOREACH_KEPT.
+FOREACH = {
+    "add": aten.add, "sub": aten.sub, "mul": aten.mul, "div": aten.div, "pow": aten.pow,
+    "addcmul": lambda x, a, b, value=1: aten.addcmul(x, a, b, value=value),
+    "addcdiv": lambda x, a, b, value=1: aten.addcdiv(x, a, b, value=value),
+    "lerp": aten.lerp, "sqrt": aten.sqrt, "reciprocal": aten.reciprocal, "neg": aten.neg,
+    "abs": aten.abs, "exp": aten.exp, "sign": aten.sign, "maximum": aten.maximum,
+    "clamp_min": aten.clamp_min, "clamp_max": aten.clamp_max,
+    "norm": lambda x, ord=2, dtype=None: aten.linalg_vector_norm(x, ord, dtype=dtype),
+}
+FOREACH_KEPT = {
+    "addcmul.Tensor", "addcdiv.Tensor",          # their `scalars` is one tensor of n values
+    "maximum.Scalar", "maximum.ScalarList",      # aten.maximum takes no scalar
+}
+
+
+def _foreach_decomposition(per_element):
+    def decompose(*args, **kwargs):
+        n = len(next(a for a in args if isinstance(a, (list, tuple))))
+        return [per_element(*[a[i] if isinstance(a, (list, tuple)) else a for a in args], **kwargs)
+                for i in range(n)]
+    return decompose
+
+
+def foreach_decompositions() -> dict:
+    table = {}
+    for name, per_element in FOREACH.items():
+        packet = getattr(aten, f"_foreach_{name}")
+        for overload in packet.overloads():
+            if f"{name}.{overload}" not in FOREACH_KEPT and not overload.endswith("out"):
+                table[getattr(packet, overload)] = _foreach_decomposition(per_element)
+    return table
+
+
 @functools.lru_cache(maxsize=None)
 def decomposition_table(training: bool = True) -> dict:
     table = dict(core_aten_decompositions())
+    table.update(foreach_decompositions())
     table.update(get_decompositions(EXTRA + ([aten.gelu] if training else [])))
     for op in NOT_DECOMPOSED + ([] if training else INFERENCE_ONLY_NOT_DECOMPOSED):
         for overload in op.overloads():

@@ -133,6 +133,14 @@ def mul(a, b):
     return make_pointwise(getattr_op("mul"), (a, b), compute, out)
 
 
+@register_lowering(prims.fma)
+def fma(a, b, c):
+    """a * b + c (lerp's decomposition): rounded twice unless the C++ compiler contracts it
+    into one fused multiply-add; either way within an ulp of ATen's single rounding."""
+    compute, out = promote((a, b, c), KIND.DEFAULT)
+    return make_pointwise(lambda x, y, z: ops.add(ops.mul(x, y), z), (a, b, c), compute, out)
+
+
 @register_lowering(aten.div)
 def div(a, b, rounding_mode=None):
     if rounding_mode is None:
