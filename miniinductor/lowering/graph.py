@@ -57,6 +57,43 @@ def _tensors_in(value):
             yield from _tensors_in(v)
 
 
+def graph_devices(gm: torch.fx.GraphModule, example_inputs=()) -> set[torch.device]:
+    """The devices of a graph's tensors: its inputs' and every node's `meta["val"]`, so that a
+    graph with no tensor inputs (`torch.arange(8, device="cuda") * 2`) is still placed where
+    it makes its tensors (as Inductor's GraphLowering tracks `device_types` node by node).
+    Not counted: 0-d CPU tensors (eager lets a CPU scalar meet tensors of any device), and
+    constants with what is computed from them alone (a window function's CPU coefficients,
+    copied to the GPU): `get_attr` moves constants to the graph's device. Outputs count."""
+    from_constants: set[str] = set()
+    found = {t.device for t in _tensors_in(list(example_inputs)) if _places_graph(t)}
+    for node in gm.graph.nodes:
+        inputs = node.all_input_nodes
+        if node.op == "get_attr" or (node.op == "call_function" and inputs and "device" not in node.kwargs
+                                     and all(n.name in from_constants for n in inputs)):
+            from_constants.add(node.name)
+            continue
+        if node.op == "output":   # a constant returned stays where eager has it
+            values = [n.meta.get("val") for n in inputs if n.name in from_constants]
+        else:
+            values = node.meta.get("val")
+        found |= {t.device for t in _tensors_in(values) if _places_graph(t)}
+    return found
+
+
+def _places_graph(t: torch.Tensor) -> bool:
+    return t.device.type != "cpu" or t.dim() > 0
+
+
+def graph_device(gm: torch.fx.GraphModule, example_inputs=()) -> torch.device:
+    """The one device the graph's kernels run on (the CPU if it makes no tensors). A graph
+    that mixes devices raises ValueError: one kernel cannot read memory of two devices, and
+    C++ kernels writing CUDA memory crash; compile_fx runs such graphs eagerly."""
+    devices = graph_devices(gm, example_inputs)
+    if len(devices) > 1:
+        raise ValueError(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
+    return devices.pop() if devices else torch.device("cpu")
+
+
 class GraphLowering(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, config, name="graph"):
         super().__init__(gm)
@@ -69,7 +106,7 @@ class GraphLowering(torch.fx.Interpreter):
         self.buffers: list[Buffer] = []
         self.outputs: list = []
         self._node: torch.fx.Node | None = None
-        self._device = torch.device("cpu")
+        self._device = graph_device(gm, example_inputs)
 
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
@@ -123,7 +160,6 @@ class GraphLowering(torch.fx.Interpreter):
         name = self._node.name
         if not isinstance(example, torch.Tensor):
             return example  # a SymInt or Python scalar: used as a constant
-        self._device = example.device
         layout = Layout(example.device, example.dtype, list(example.shape), list(example.stride()))
         buf = InputBuffer(name, layout)
         self.graph_inputs[name] = buf
@@ -135,9 +171,10 @@ class GraphLowering(torch.fx.Interpreter):
         if not isinstance(value, torch.Tensor):
             return value
         name = f"const_{target.replace('.', '_')}"
-        if value.dim() == 0 and value.device != self._device:
-            # a scalar constant (e.g. `y[...] = 0.5`) joins the graph's device -- as a real
-            # tensor, not a fake one: AOTAutograd calls us inside its fake mode
+        if value.device != self._device:
+            # a constant (a scalar of `y[...] = 0.5`, a window's coefficients) joins the graph's
+            # device (see graph_devices) -- as a real tensor, not a fake one: AOTAutograd calls
+            # us inside its fake mode
             with unset_fake_temporarily():
                 value = value.to(self._device)
         self.constants[name] = value
