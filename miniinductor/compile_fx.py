@@ -183,16 +183,14 @@ def _unsupported_graph(gm, example_inputs) -> str | None:
     """Why this ATen graph must run eagerly, or None. (Symbolic sizes never get here through
     the backend: capture/specialize.py compiles one static graph per concrete shape.)"""
     from .capture.specialize import has_symbolic_inputs
-    from .lowering.graph import graph_devices
+    from .lowering.graph import graph_device
     if has_symbolic_inputs(example_inputs):
         return "symbolic sizes (only capture.compile_fx specialises them)"
-    devices = graph_devices(gm, example_inputs)
-    for device in devices:
-        if device.type not in ("cpu", "cuda"):
-            return f"{device.type} tensors"
-    if len(devices) > 1:
-        return f"graphs with tensors on several devices ({', '.join(sorted(map(str, devices)))})"
-    return None
+    try:
+        device = graph_device(gm, example_inputs)
+    except ValueError as exc:   # tensors on several devices
+        return f"graphs with {exc}"
+    return None if device.type in ("cpu", "cuda") else f"{device.type} tensors"
 
 
 def invisible_to_dynamo(fn):
