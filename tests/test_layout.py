@@ -49,6 +49,10 @@ LAYOUT_CASES = {
     "as_strided_overlapping": (lambda x: (x + 1).as_strided((3, 4), (2, 1)), lambda: (randn(12),)),
     "as_strided_overlapping_then_op": (lambda x: (x + 1).as_strided((3, 4), (2, 1)).sum(0),
                                        lambda: (randn(12),)),
+    # eager's strides with gaps: stored as they are, not made contiguous
+    "copy_into_strided_with_gaps": (lambda x: torch.empty_strided((3, 3), (6, 1)).copy_(x), lambda: (randn(3, 3),)),
+    "copy_into_strided_transposed": (lambda x: torch.empty_strided((3, 3), (1, 6)).copy_(x * 2),
+                                     lambda: (randn(3, 3),)),
     # channels last
     "channels_last_pointwise": (lambda x: x * 2 + 1, lambda: (channels_last(2, 3, 4, 5),)),
     "channels_last_plus_contiguous": (lambda x, y: x + y, lambda: (channels_last(2, 3, 4, 5), randn(2, 3, 4, 5))),

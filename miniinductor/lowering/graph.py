@@ -318,12 +318,8 @@ class GraphLowering(torch.fx.Interpreter):
         """Each output becomes a buffer or a strided view of one, with eager's strides."""
         if not isinstance(value, IRNode):
             return value
-        stride = list(meta.stride()) if isinstance(meta, torch.Tensor) else None
+        stride = _storable_stride(value.get_size(), meta.stride()) if isinstance(meta, torch.Tensor) else None
         if isinstance(value, StorageBox) and isinstance(value.data, Loops):
-            if stride is not None and len(stride) != len(value.get_size()):
-                stride = None
-            if stride is not None and not _is_dense(value.get_size(), stride):
-                stride = None
             return value.realize(stride)
         buf = unwrap_buffer(value)
         if buf is not None:
@@ -333,7 +329,7 @@ class GraphLowering(torch.fx.Interpreter):
         if found is not None:
             return ReinterpretView(*found) if found[1] != found[0].layout else found[0]
         box = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
-        return box.realize(stride if stride is not None and _is_dense(value.get_size(), stride) else None)
+        return box.realize(stride)
 
     def output_names(self) -> set[str]:
         return {o.get_name() for o in self.outputs if isinstance(o, (Buffer, ReinterpretView))}
@@ -345,13 +341,15 @@ class GraphLowering(torch.fx.Interpreter):
         return "\n".join(lines)
 
 
-def _is_dense(size, stride) -> bool:
-    """True when `stride` is a permutation of a contiguous layout of `size` (no gaps)."""
-    dims = sorted((s, n) for s, n in zip(stride, size) if n != 1)
-    expected = 1
-    for s, n in dims:
-        if s != expected:
-            return False
-        expected *= n
-    return True
-
+def _storable_stride(size, stride) -> list[int] | None:
+    """Eager's strides for a computed output, if a kernel can store them: every index its own
+    element (gaps allowed: `torch.empty_strided((3, 3), (6, 1))` has them). Overlapping ones
+    (an expand's 0) give None: contiguous (such outputs are views, found before this)."""
+    if len(stride) != len(size):
+        return None
+    reach = 1
+    for s, n in sorted((s, n) for s, n in zip(stride, size) if n != 1):
+        if s < reach:
+            return None
+        reach = s * n
+    return list(stride)
