@@ -180,16 +180,18 @@ def _log_compiled(cg: CompiledGraph):
     get_logger("output_code").info("%s: %s\n%s", cg.graph.name, cg.path, cg.wrapper_source)
 
 
-def _unsupported_graph(example_inputs) -> str | None:
+def _unsupported_graph(gm, example_inputs) -> str | None:
     """Why this ATen graph must run eagerly, or None. (Symbolic sizes never get here through
     the backend: capture/specialize.py compiles one static graph per concrete shape.)"""
     from .capture.specialize import has_symbolic_inputs
+    from .lowering.graph import graph_device
     if has_symbolic_inputs(example_inputs):
         return "symbolic sizes (only capture.compile_fx specialises them)"
-    for x in example_inputs:
-        if isinstance(x, torch.Tensor) and x.device.type not in ("cpu", "cuda"):
-            return f"{x.device.type} tensors"
-    return None
+    try:
+        device = graph_device(gm, example_inputs)
+    except ValueError as exc:   # tensors on several devices
+        return f"graphs with {exc}"
+    return None if device.type in ("cpu", "cuda") else f"{device.type} tensors"
 
 
 def invisible_to_dynamo(fn):
@@ -220,7 +222,7 @@ def fake_runs_the_aten_graph(call, gm):
 @invisible_to_dynamo
 def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
     """AOTAutograd's forward/backward compiler: a boxed callable (takes a list of args)."""
-    reason = _unsupported_graph(example_inputs)
+    reason = _unsupported_graph(gm, example_inputs)
     if reason is not None:
         log.warning("miniinductor runs this %s graph eagerly: %s are not supported", name, reason)
         return make_boxed_func(gm.forward)

@@ -1,5 +1,10 @@
 """GPU-only checks (run on a lent GPU by benchmarks/gpu_suite.sh; skipped without CUDA):
 the model tests and the modes -- reduce-overhead (CUDA graphs) and max-autotune."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn as nn
@@ -69,3 +74,45 @@ def test_cudagraph_training_step_matches():
         reference(x).square().mean().backward()
     for a, b in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(a.grad, b.grad, **TOL)
+
+
+# --------------------------------------------------------------------------- graphs with no tensor inputs
+# Their device comes from their nodes (lowering/graph.py graph_device): taken from the inputs,
+# it defaulted to the CPU and C++ kernels wrote CUDA memory, a segfault, so each case runs in
+# its own process (all started together: each pays for importing torch).
+_NO_INPUT_SCRIPT = """
+import sys
+import torch
+sys.path.insert(0, {tests!r})
+from conftest import check
+from test_layout import NO_INPUT_GRAPHS
+name = sys.argv[1]
+if name == "mixed_devices":   # a CPU input copied to the GPU: the graph runs eagerly, warned
+    check(lambda x: (x * 2).to("cuda") + torch.arange(4, device="cuda"), torch.randn(4))
+else:
+    check(lambda: NO_INPUT_GRAPHS[name]("cuda"))
+print("checked", name)
+"""
+
+
+def _no_input_names():
+    import test_layout
+    return [*test_layout.NO_INPUT_GRAPHS, "mixed_devices"]
+
+
+@pytest.fixture(scope="module")
+def no_input_runs():
+    tests = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), os.environ.get("PYTHONPATH", "")])}
+    script = _NO_INPUT_SCRIPT.format(tests=str(tests))
+    procs = {name: subprocess.Popen([sys.executable, "-c", script, name], env=env, text=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for name in _no_input_names()}
+    outputs = {name: p.communicate(timeout=600)[0] for name, p in procs.items()}
+    return {name: (procs[name].returncode, outputs[name]) for name in procs}
+
+
+@pytest.mark.parametrize("name", _no_input_names())
+def test_no_input_graph_on_gpu(name, no_input_runs):
+    returncode, output = no_input_runs[name]
+    assert returncode == 0 and f"checked {name}" in output, f"exit code {returncode}:\n{output[-3000:]}"

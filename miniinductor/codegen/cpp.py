@@ -57,11 +57,13 @@ def cpp_constant(value, dtype) -> str:
 
 
 class CppOverrides:
-    """ops name → C++ expression. Arguments are already-named variables."""
-    add = staticmethod(lambda a, b: f"{a} + {b}")
-    sub = staticmethod(lambda a, b: f"{a} - {b}")
-    mul = staticmethod(lambda a, b: f"{a} * {b}")
-    truediv = staticmethod(lambda a, b: f"{a} / {b}")
+    """ops name → C++ expression. Arguments are already-named variables. Arithmetic goes
+    through the prelude's `mi_*` templates, which keep the operands' type (C++ would compute
+    uint8/int8/int16 in int: -x of a uint8 would be negative), as ATen does."""
+    add = staticmethod(lambda a, b: f"mi_add({a}, {b})")
+    sub = staticmethod(lambda a, b: f"mi_sub({a}, {b})")
+    mul = staticmethod(lambda a, b: f"mi_mul({a}, {b})")
+    truediv = staticmethod(lambda a, b: f"mi_div({a}, {b})")
     floordiv = staticmethod(lambda a, b: f"mi_floordiv({a}, {b})")
     mod = staticmethod(lambda a, b: f"mi_mod({a}, {b})")
     fmod = staticmethod(lambda a, b: f"mi_fmod({a}, {b})")
@@ -83,19 +85,19 @@ class CppOverrides:
     bitwise_and = staticmethod(lambda a, b: f"mi_bitwise_and({a}, {b})")
     bitwise_or = staticmethod(lambda a, b: f"mi_bitwise_or({a}, {b})")
     bitwise_xor = staticmethod(lambda a, b: f"mi_bitwise_xor({a}, {b})")
-    bitwise_left_shift = staticmethod(lambda a, b: f"{a} << {b}")
-    bitwise_right_shift = staticmethod(lambda a, b: f"{a} >> {b}")
+    bitwise_left_shift = staticmethod(lambda a, b: f"mi_shl({a}, {b})")
+    bitwise_right_shift = staticmethod(lambda a, b: f"mi_shr({a}, {b})")
     logical_not = staticmethod(lambda x: f"!{x}")
     bitwise_not = staticmethod(lambda x: f"mi_bitwise_not({x})")
-    neg = staticmethod(lambda x: f"-{x}")
-    abs = staticmethod(lambda x: f"std::abs({x})")
+    neg = staticmethod(lambda x: f"mi_neg({x})")
+    abs = staticmethod(lambda x: f"mi_abs({x})")
     rsqrt = staticmethod(lambda x: f"1 / std::sqrt({x})")
     sigmoid = staticmethod(lambda x: f"1 / (1 + std::exp(-{x}))")
     relu = staticmethod(lambda x: f"mi_relu({x})")
     reciprocal = staticmethod(lambda x: f"1 / {x}")
     round = staticmethod(lambda x: f"std::nearbyint({x})")
     sign = staticmethod(lambda x: f"mi_sign({x})")
-    square = staticmethod(lambda x: f"{x} * {x}")
+    square = staticmethod(lambda x: f"mi_mul({x}, {x})")
     where = staticmethod(lambda c, a, b: f"{c} ? {a} : {b}")
 
 
@@ -277,7 +279,7 @@ class CppKernel(BlockKernel):
         if reduction_type in ("max", "min"):
             # OpenMP's max/min clauses vectorize but drop NaN; a separate `||` flag keeps it.
             block.prefix.writeline(f"bool {acc}_nan = false;")
-            self.compute.writeline(f"{acc} = std::{reduction_type}({acc}, {value}); "
+            self.compute.writeline(f"{acc} = std::{reduction_type}<{ctype}>({acc}, {value}); "
                                    f"{acc}_nan = {acc}_nan || ({value} != {value});")
             block.suffix.writeline(f"if ({acc}_nan) {acc} = std::numeric_limits<{ctype}>::quiet_NaN();")
             block.omp_reductions += [(reduction_type, acc), ("||", f"{acc}_nan")]

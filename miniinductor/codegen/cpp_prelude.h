@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #ifdef MI_USE_MVEC
 // glibc's libmvec has SIMD versions of these; declaring them `simd` lets the compiler
@@ -65,19 +66,44 @@ static inline uint16_t mi_float2bf16(float f) {
     return (uint16_t)(x >> 16);
 }
 
+// C++ promotes bool and 8/16-bit integers to int before any arithmetic: -x of a uint8 is a
+// negative int, int8 * int8 does not wrap, bool + bool is 2. ATen computes in the operands'
+// type, so every arithmetic op below returns mi_t<A, B>: the type itself when both operands
+// have it (our lowerings cast operands to one dtype), C++'s usual conversion otherwise.
+template <typename A, typename B>
+using mi_t = std::conditional_t<std::is_same_v<A, B>, A, decltype(std::declval<A>() + std::declval<B>())>;
+// Signed overflow is undefined in C++ (-fwrapv aside): the compiler may rewrite -x > 0 as x < 0,
+// wrong for INT_MIN. ATen's integers wrap, so integer +, -, * run in mi_wrap_t: the unsigned
+// version of the promoted type, where wrapping is defined.
+template <typename T, bool = std::is_integral_v<T> && !std::is_same_v<T, bool>> struct mi_wrap { using type = T; };
+template <typename T> struct mi_wrap<T, true> { using type = std::make_unsigned_t<decltype(+T())>; };
+template <typename T> using mi_wrap_t = typename mi_wrap<T>::type;
+#define MI_ARITH(name, op) \
+template <typename A, typename B> static inline mi_t<A, B> name(A a, B b) { \
+    using W = mi_wrap_t<mi_t<A, B>>; return (mi_t<A, B>)((W)a op (W)b); }
+MI_ARITH(mi_add, +)
+MI_ARITH(mi_sub, -)
+MI_ARITH(mi_mul, *)
+#undef MI_ARITH
+template <typename A, typename B> static inline mi_t<A, B> mi_div(A a, B b) { return (mi_t<A, B>)(a / b); }
+template <typename T> static inline T mi_neg(T x) { return (T)(-(mi_wrap_t<T>)x); }
+template <typename T> static inline T mi_abs(T x) {  // abs(int8 -128) is -128, as in eager
+    if constexpr (std::is_integral_v<T>) return x < 0 ? mi_neg(x) : x; else return std::abs(x);
+}
+
 // NaN-propagating max/min, as torch.maximum / amax.
-template <typename A, typename B> static inline auto mi_max(A a, B b) {
-    using T = decltype(a + b);
+template <typename A, typename B> static inline mi_t<A, B> mi_max(A a, B b) {
+    using T = mi_t<A, B>;
     return (a != a || a > b) ? (T)a : (T)b;
 }
-template <typename A, typename B> static inline auto mi_min(A a, B b) {
-    using T = decltype(a + b);
+template <typename A, typename B> static inline mi_t<A, B> mi_min(A a, B b) {
+    using T = mi_t<A, B>;
     return (a != a || a < b) ? (T)a : (T)b;
 }
 
 // Python-style floor division and modulus (the sign follows the divisor).
-template <typename A, typename B> static inline auto mi_floordiv(A a, B b) {
-    using T = decltype(a + b);
+template <typename A, typename B> static inline mi_t<A, B> mi_floordiv(A a, B b) {
+    using T = mi_t<A, B>;
     if constexpr (std::is_floating_point_v<T>) {
         if (b == 0) return (T)(a / b);
         T mod = std::fmod((T)a, (T)b), div = ((T)a - mod) / (T)b;
@@ -93,8 +119,8 @@ template <typename A, typename B> static inline auto mi_floordiv(A a, B b) {
         return q;
     }
 }
-template <typename A, typename B> static inline auto mi_mod(A a, B b) {
-    using T = decltype(a + b);
+template <typename A, typename B> static inline mi_t<A, B> mi_mod(A a, B b) {
+    using T = mi_t<A, B>;
     if constexpr (std::is_floating_point_v<T>) {
         T r = std::fmod((T)a, (T)b);
         return (r != 0 && ((r < 0) != (b < 0))) ? r + (T)b : r;
@@ -104,36 +130,45 @@ template <typename A, typename B> static inline auto mi_mod(A a, B b) {
         return (r != 0 && ((r < 0) != (b < 0))) ? r + (T)b : r;
     }
 }
-template <typename A, typename B> static inline auto mi_fmod(A a, B b) {
-    using T = decltype(a + b);
+template <typename A, typename B> static inline mi_t<A, B> mi_fmod(A a, B b) {
+    using T = mi_t<A, B>;
     if constexpr (std::is_floating_point_v<T>) return std::fmod((T)a, (T)b);
     else return b == 0 ? (T)0 : (T)(a % b);
 }
 template <typename T> static inline T mi_sign(T x) {  // sign(nan) is 0, as in eager
     return (T)((T(0) < x) - (x < T(0)));
 }
-// C++ promotes bool (and 8/16-bit integers) to int before &, | and ^: bool & bool is an int,
-// and ~ of that int 1 is -2, which is true. Keep bool operands bool, as ATen does.
+// bool & bool would be an int too, and ~ of that int 1 is -2, which is true: keep bools bool.
 #define MI_BITWISE(name, op) \
-template <typename A, typename B> static inline auto name(A a, B b) { \
-    if constexpr (std::is_same_v<A, bool> && std::is_same_v<B, bool>) return (bool)(a op b); \
-    else return a op b; \
-}
+template <typename A, typename B> static inline mi_t<A, B> name(A a, B b) { return (mi_t<A, B>)(a op b); }
 MI_BITWISE(mi_bitwise_and, &)
 MI_BITWISE(mi_bitwise_or, |)
 MI_BITWISE(mi_bitwise_xor, ^)
 #undef MI_BITWISE
+// Shifts as ATen does them: by a negative amount or by the bit width or more, << gives 0 and
+// >> the sign; a negative value is shifted left as unsigned (no undefined behaviour).
+template <typename A, typename B> static inline mi_t<A, B> mi_shl(A a, B b) {
+    using T = mi_t<A, B>;
+    if (b < 0 || b >= (B)(sizeof(T) * 8)) return (T)0;
+    return (T)((std::make_unsigned_t<T>)a << b);
+}
+template <typename A, typename B> static inline mi_t<A, B> mi_shr(A a, B b) {
+    using T = mi_t<A, B>;
+    constexpr int max_shift = sizeof(T) * 8 - std::is_signed_v<T>;
+    if (b < 0 || b >= (B)max_shift) return (T)(a >> max_shift);
+    return (T)(a >> b);
+}
 template <typename T> static inline auto mi_bitwise_not(T x) {
     if constexpr (std::is_same_v<T, bool>) return !x; else return (T)~x;
 }
 template <typename T> static inline T mi_relu(T x) { return x < T(0) ? T(0) : x; }
-template <typename A, typename B> static inline auto mi_pow(A a, B b) {
-    using T = decltype(a + b);
+template <typename A, typename B> static inline mi_t<A, B> mi_pow(A a, B b) {
+    using T = mi_t<A, B>;
     if constexpr (std::is_floating_point_v<T>) return (T)std::pow((T)a, (T)b);
     else {  // integer power by squaring, as eager does
         if (b < 0) return (T)(a == 1 ? 1 : (a == -1 ? ((b % 2) ? -1 : 1) : 0));
-        T result = 1, base = a;
+        mi_wrap_t<T> result = 1, base = a;  // wraps, as eager's does
         for (auto e = b; e > 0; e >>= 1) { if (e & 1) result *= base; base *= base; }
-        return result;
+        return (T)result;
     }
 }

@@ -153,8 +153,20 @@ class TritonOverrides:
     bitwise_and = staticmethod(lambda a, b, dtype: f"{a} & {b}")
     bitwise_or = staticmethod(lambda a, b, dtype: f"{a} | {b}")
     bitwise_xor = staticmethod(lambda a, b, dtype: f"{a} ^ {b}")
-    bitwise_left_shift = staticmethod(lambda a, b, dtype: f"{a} << {b}")
-    bitwise_right_shift = staticmethod(lambda a, b, dtype: f"{a} >> {b}")
+
+    @staticmethod
+    def bitwise_left_shift(a, b, dtype):
+        # ATen: by a negative amount or by the bit width or more, 0 (in Triton: undefined)
+        return f"tl.where(({b} >= 0) & ({b} < {torch.iinfo(dtype).bits}), {a} << {b}, 0)"
+
+    @staticmethod
+    def bitwise_right_shift(a, b, dtype):
+        # ATen: out of range, the sign fill (signed) or 0 (unsigned)
+        bits = torch.iinfo(dtype).bits
+        if dtype.is_signed:
+            return f"{a} >> tl.where(({b} < 0) | ({b} > {bits - 1}), {bits - 1}, {b})"
+        return f"tl.where({b} < {bits}, {a} >> {b}, 0)"
+
     bitwise_not = staticmethod(lambda x, dtype: f"{x} == 0" if dtype == torch.bool else f"~{x}")
 
     # -- unary math

@@ -336,12 +336,16 @@ def strided_view_of(node: IRNode) -> tuple[Buffer, Layout] | None:
     reindex = lambda index: index  # noqa: E731
     while isinstance(node, View):
         reindex, node = _compose(reindex, node.reindex), node.data
-    buf = unwrap_buffer(node)
-    if buf is None:
-        return None
+    if isinstance(node, ReinterpretView):   # e.g. as_strided: a buffer seen through its layout
+        buf, indexer = node.data, node.layout.make_indexer()
+    else:
+        buf = unwrap_buffer(node)
+        if buf is None:
+            return None
+        indexer = buf.layout.make_indexer()
     vars_ = index_vars("i", size)
     live = {v: 0 for v, n in zip(vars_, size) if n == 1}  # size-1 dims: index is always 0
-    expr = sympy.sympify(buf.layout.make_indexer()(reindex(vars_))).subs(live)
+    expr = sympy.sympify(indexer(reindex(vars_))).subs(live)
     expr = sympy.expand(simplify_with_ranges(expr, dict(zip(vars_, size))))
     offset = expr.subs({v: 0 for v in vars_})
     strides = [expr.coeff(v) if n != 1 else 0 for v, n in zip(vars_, size)]

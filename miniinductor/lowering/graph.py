@@ -5,6 +5,11 @@ an `InputBuffer`, each `call_function` node calls the op's lowering (registry.py
 when there is none, becomes an `ExternKernel` that calls ATen at run time; the output
 node realizes every returned value with the strides eager would give it.
 
+The graph's device (which decides C++ or Triton kernels) is read from every node's
+`meta["val"]`, not only from the inputs: a graph may have none (`torch.arange(8,
+device="cuda") * 2`). Inductor tracks `device_types` the same way and can mix devices in
+one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
+
 Realization (when a value stops being inlined and becomes a buffer):
   * reductions and extern outputs always;
   * graph outputs (as soon as they are computed, with eager's strides);
@@ -57,6 +62,43 @@ def _tensors_in(value):
             yield from _tensors_in(v)
 
 
+def graph_devices(gm: torch.fx.GraphModule, example_inputs=()) -> set[torch.device]:
+    """The devices of a graph's tensors: its inputs' and every node's `meta["val"]`, so that a
+    graph with no tensor inputs (`torch.arange(8, device="cuda") * 2`) is still placed where
+    it makes its tensors (as Inductor's GraphLowering tracks `device_types` node by node).
+    Not counted: 0-d CPU tensors (eager lets a CPU scalar meet tensors of any device), and
+    constants with what is computed from them alone (a window function's CPU coefficients,
+    copied to the GPU): `get_attr` moves constants to the graph's device. Outputs count."""
+    from_constants: set[str] = set()
+    found = {t.device for t in _tensors_in(list(example_inputs)) if _places_graph(t)}
+    for node in gm.graph.nodes:
+        inputs = node.all_input_nodes
+        if node.op == "get_attr" or (node.op == "call_function" and inputs and "device" not in node.kwargs
+                                     and all(n.name in from_constants for n in inputs)):
+            from_constants.add(node.name)
+            continue
+        if node.op == "output":   # a constant returned stays where eager has it
+            values = [n.meta.get("val") for n in inputs if n.name in from_constants]
+        else:
+            values = node.meta.get("val")
+        found |= {t.device for t in _tensors_in(values) if _places_graph(t)}
+    return found
+
+
+def _places_graph(t: torch.Tensor) -> bool:
+    return t.device.type != "cpu" or t.dim() > 0
+
+
+def graph_device(gm: torch.fx.GraphModule, example_inputs=()) -> torch.device:
+    """The one device the graph's kernels run on (the CPU if it makes no tensors). A graph
+    that mixes devices raises ValueError: one kernel cannot read memory of two devices, and
+    C++ kernels writing CUDA memory crash; compile_fx runs such graphs eagerly."""
+    devices = graph_devices(gm, example_inputs)
+    if len(devices) > 1:
+        raise ValueError(f"tensors on several devices ({', '.join(sorted(map(str, devices)))})")
+    return devices.pop() if devices else torch.device("cpu")
+
+
 class GraphLowering(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, config, name="graph"):
         super().__init__(gm)
@@ -70,7 +112,7 @@ class GraphLowering(torch.fx.Interpreter):
         self.outputs: list = []
         self.node_values: dict[str, object] = {}   # FX node name → the IR value it lowered to
         self._node: torch.fx.Node | None = None
-        self._device = torch.device("cpu")
+        self._device = graph_device(gm, example_inputs)
 
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
@@ -125,7 +167,6 @@ class GraphLowering(torch.fx.Interpreter):
         name = self._node.name
         if not isinstance(example, torch.Tensor):
             return example  # a SymInt or Python scalar: used as a constant
-        self._device = example.device
         layout = Layout(example.device, example.dtype, list(example.shape), list(example.stride()))
         buf = InputBuffer(name, layout)
         self.graph_inputs[name] = buf
@@ -137,9 +178,10 @@ class GraphLowering(torch.fx.Interpreter):
         if not isinstance(value, torch.Tensor):
             return value
         name = f"const_{target.replace('.', '_')}"
-        if value.dim() == 0 and value.device != self._device:
-            # a scalar constant (e.g. `y[...] = 0.5`) joins the graph's device -- as a real
-            # tensor, not a fake one: AOTAutograd calls us inside its fake mode
+        if value.device != self._device:
+            # a constant (a scalar of `y[...] = 0.5`, a window's coefficients) joins the graph's
+            # device (see graph_devices) -- as a real tensor, not a fake one: AOTAutograd calls
+            # us inside its fake mode
             with unset_fake_temporarily():
                 value = value.to(self._device)
         self.constants[name] = value
@@ -280,12 +322,8 @@ class GraphLowering(torch.fx.Interpreter):
         """Each output becomes a buffer or a strided view of one, with eager's strides."""
         if not isinstance(value, IRNode):
             return value
-        stride = list(meta.stride()) if isinstance(meta, torch.Tensor) else None
+        stride = _storable_stride(value.get_size(), meta.stride()) if isinstance(meta, torch.Tensor) else None
         if isinstance(value, StorageBox) and isinstance(value.data, Loops):
-            if stride is not None and len(stride) != len(value.get_size()):
-                stride = None
-            if stride is not None and not _is_dense(value.get_size(), stride):
-                stride = None
             return value.realize(stride)
         buf = unwrap_buffer(value)
         if buf is not None:
@@ -295,7 +333,7 @@ class GraphLowering(torch.fx.Interpreter):
         if found is not None:
             return ReinterpretView(*found) if found[1] != found[0].layout else found[0]
         box = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
-        return box.realize(stride if stride is not None and _is_dense(value.get_size(), stride) else None)
+        return box.realize(stride)
 
     def output_names(self) -> set[str]:
         return {o.get_name() for o in self.outputs if isinstance(o, (Buffer, ReinterpretView))}
@@ -307,13 +345,15 @@ class GraphLowering(torch.fx.Interpreter):
         return "\n".join(lines)
 
 
-def _is_dense(size, stride) -> bool:
-    """True when `stride` is a permutation of a contiguous layout of `size` (no gaps)."""
-    dims = sorted((s, n) for s, n in zip(stride, size) if n != 1)
-    expected = 1
-    for s, n in dims:
-        if s != expected:
-            return False
-        expected *= n
-    return True
-
+def _storable_stride(size, stride) -> list[int] | None:
+    """Eager's strides for a computed output, if a kernel can store them: every index its own
+    element (gaps allowed: `torch.empty_strided((3, 3), (6, 1))` has them). Overlapping ones
+    (an expand's 0) give None: contiguous (such outputs are views, found before this)."""
+    if len(stride) != len(size):
+        return None
+    reach = 1
+    for s, n in sorted((s, n) for s, n in zip(stride, size) if n != 1):
+        if s < reach:
+            return None
+        reach = s * n
+    return list(stride)

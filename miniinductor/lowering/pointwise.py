@@ -107,8 +107,10 @@ for _name in ("isnan", "isinf", "signbit"):
     register_pointwise(getattr(aten, _name), _name, KIND.ALWAYS_BOOL, compute_in_input_dtype=True)
 register_pointwise(aten.remainder, "mod")
 register_pointwise(aten.floor_divide, "floordiv")
-register_pointwise(aten.bitwise_left_shift, "bitwise_left_shift")
-register_pointwise(aten.bitwise_right_shift, "bitwise_right_shift")
+for _aten in (aten.bitwise_left_shift, aten.__lshift__):   # `x << s` is aten.__lshift__
+    register_pointwise(_aten, "bitwise_left_shift")
+for _aten in (aten.bitwise_right_shift, aten.__rshift__):
+    register_pointwise(_aten, "bitwise_right_shift")
 register_pointwise(aten.round.default, "round")
 
 
@@ -220,7 +222,8 @@ def constant_fill(size, value, dtype, device) -> StorageBox:
 def _dtype_device(kwargs, fallback_dtype=None):
     meta = V.graph.current_meta()
     dtype = kwargs.get("dtype") or (meta.dtype if meta is not None else fallback_dtype)
-    device = kwargs.get("device") or (meta.device if meta is not None else V.graph.current_device())
+    # the meta's device names its index ('cuda:0' where the call said 'cuda')
+    device = meta.device if meta is not None else (kwargs.get("device") or V.graph.current_device())
     return dtype, torch.device(device)
 
 

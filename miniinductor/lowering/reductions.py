@@ -231,6 +231,13 @@ def amax_amin(x, dims=(), keepdim=False):
     return make_reduction(x, dims, keepdim, kind)
 
 
+@register_lowering(aten.max.default, aten.min.default)
+def max_min_all(x):
+    """`x.max()`: amax over every dim (max.dim, with indices, stays a fallback)."""
+    kind = "max" if V.graph.current_target() is aten.max.default else "min"
+    return make_reduction(x, (), False, kind)
+
+
 @register_lowering(aten.argmax, aten.argmin)
 def argmax_argmin(x, dim=None, keepdim=False):
     kind = "argmax" if V.graph.current_target().overloadpacket is aten.argmax else "argmin"

@@ -16,11 +16,10 @@ import sympy
 import torch
 
 from ..ir.indexing import FloorDiv, ModularIndexing
-from ..ir.nodes import Pointwise, StorageBox, View, strided_view_of
+from ..ir.nodes import Layout, Pointwise, ReinterpretView, StorageBox, View, strided_view_of
 from ..virtualized import V, ops
-from .pointwise import broadcast_shapes, expand_to, promote
+from .pointwise import broadcast_shapes, expand_to, make_pointwise
 from .registry import aten, prims, register_lowering
-from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 
 
 def _out_size():
@@ -108,6 +107,8 @@ def select(x, dim, idx):
 
 @register_lowering(aten.as_strided)
 def as_strided(x, size, stride, storage_offset=None):
+    """A strided view of `x`'s buffer, as in eager (overlapping strides included: a copy
+    would give the output other strides and storage than eager's)."""
     found = strided_view_of(x)
     if found is None:
         x.realize()
@@ -119,21 +120,18 @@ def as_strided(x, size, stride, storage_offset=None):
     else:
         buf, base_offset = found[0], found[1].offset
     offset = base_offset if storage_offset is None else storage_offset
-
-    def loader_index(index):
-        return offset + sum((i * s for i, s in zip(index, stride)), sympy.Integer(0))
-    return StorageBox(Pointwise(buf.get_device(), buf.get_dtype(),
-                                lambda index: ops.load(buf.get_name(), loader_index(index)), list(size)))
+    return ReinterpretView(buf, Layout(buf.get_device(), buf.get_dtype(), list(size), list(stride), offset))
 
 
 @register_lowering(aten.cat, prims.cat)
 def cat(tensors, dim=0):
-    tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
-    size = _out_size()
+    """Each output element loads from the input whose range along `dim` holds it. Legacy
+    empty 1-d inputs (`torch.cat([x, torch.empty(0)])`) only take part in type promotion."""
+    size, dtype = _out_size(), V.graph.current_meta().dtype
     dim = dim % len(size)
-    dtype = promote(tensors, KIND.NO_OPMATH)[1]
-    if len(tensors) == 1:
-        return tensors[0]
+    tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)] or tensors[:1]
+    if len(tensors) == 1:  # still a new tensor, never the input itself (nor a view of it)
+        return make_pointwise(lambda v: v, tensors, dtype, size=size)
     starts = [0]
     for t in tensors:
         starts.append(starts[-1] + t.get_size()[dim])

@@ -258,8 +258,10 @@ def _pow_int(base, exp):
         result = tl.where((e & 1) != 0, result * b, result)
         b = b * b
         e = e >> 1
-    negative = tl.where(base == 1, 1, tl.where(base == -1, tl.where((exp & 1) != 0, -1, 1), 0))
-    return tl.where(exp < 0, negative, result)
+    if exp.dtype.is_int_signed():  # (unsigned: no negative exponents, and -1 is no value)
+        negative = tl.where(base == 1, 1, tl.where(base == -1, tl.where((exp & 1) != 0, -1, 1), 0))
+        result = tl.where(exp < 0, negative, result)
+    return result
 ''',
 }
 
