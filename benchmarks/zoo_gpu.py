@@ -36,7 +36,7 @@ COMPILERS = {
 def summarize(result) -> dict:
     loss = max(abs(c - e) / max(abs(e), 1e-12) for e, c in result["losses"])
     grad = worst_grads(result, 1)[0]
-    err, scale = result["eval"]
+    err, scale, _ = result["eval"]
     return {"loss_rel": loss, "grad_rel": grad[0], "grad_worst": grad[2],
             "eval_rel": err / scale if scale else err}
 
@@ -71,8 +71,9 @@ def main(argv=None):
             print(f"{label:14} {compiler:9} {s['loss_rel']:9.2e} {s['grad_rel']:9.2e} "
                   f"{s['eval_rel']:9.2e} {secs:6.1f}  {s['grad_worst']}", flush=True)
             for rel, step, param in worst_grads(result, args.worst):
-                err, scale = result["grads"][step][param]
-                print(f"{'':25} step {step} {param}: {rel:.2e} (error {err:.2e}, max {scale:.2e})")
+                err, scale, rest = result["grads"][step][param]
+                print(f"{'':25} step {step} {param}: {rel:.2e} (error {err:.2e}, max {scale:.2e}, "
+                      f"outside its worst row {rest / scale if scale else rest:.2e})")
     if args.json:
         Path(args.json).write_text(json.dumps(everything, indent=1))
 

@@ -67,14 +67,14 @@ def check_result(name, result):
         assert abs(compiled - eager) <= LOSS_RTOL * abs(eager), \
             f"{name} step {step}: loss {compiled} vs eager {eager}"
     for step, grads in enumerate(result["grads"]):
-        largest = max(scale for _, scale in grads.values())
+        largest = max(scale for _, scale, _ in grads.values())
         assert largest > 0, f"{name} step {step}: every eager gradient is zero"
-        for param, (err, scale) in grads.items():
+        for param, (err, scale, _) in grads.items():
             assert err <= GRAD_RTOL * scale + GRAD_FLOOR * largest, \
                 f"{name} step {step}: grad of {param} off by {err:.3g} (max |grad| {scale:.3g})"
-    for buf, (err, scale) in result["buffers"].items():
+    for buf, (err, scale, _) in result["buffers"].items():
         assert err <= OUTPUT_RTOL * scale, f"{name}: buffer {buf} off by {err:.3g} (max {scale:.3g})"
-    err, scale = result["eval"]
+    err, scale, _ = result["eval"]
     assert err <= OUTPUT_RTOL * scale, f"{name}: eval output off by {err:.3g} (max {scale:.3g})"
 
 
