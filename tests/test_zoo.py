@@ -6,7 +6,9 @@ deepcopy on the same fresh random inputs, then an eval-mode forward under no_gra
 test compares the loss of every step, EVERY parameter's gradient at every step, the
 floating buffers after training (BatchNorm running statistics) and the eval output.
 These are sweeps (`-m sweep`, run by .ci/run); the whole zoo takes about 3 minutes on 2
-cores. The quick suite has the regression test of a code generation bug the zoo found.
+cores. The quick suite has the regression tests of what the zoo found: a code
+generation bug (Whisper in eval) and training BatchNorm falling back to ATen (ResNet). (Even a one-layer GPT-2 takes 10-50 s, mostly compiling three
+graphs, too slow for the quick suite.)
 
 Tolerances (float32, eps = 1.2e-7). The compiled graph calls the same ATen matmuls and
 convolutions as eager; what differs is the order in which fused reductions (LayerNorm,
@@ -25,6 +27,7 @@ outputs within 5e-7 relative, gradients within 2e-6 relative to their max. We al
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -33,8 +36,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn as nn
 
-from conftest import compile_fn
+from conftest import compile_fn, metrics, requires_miniinductor
 
 from miniinductor.zoo import ZOO
 
@@ -48,14 +52,15 @@ WORKER = """
 import json, sys
 import miniinductor
 from miniinductor.zoo import compare_training
-print("ZOO_RESULT " + json.dumps(compare_training(sys.argv[1], miniinductor.compile)))
+result = compare_training(sys.argv[1], miniinductor.compile, **json.loads(sys.argv[2]))
+print("ZOO_RESULT " + json.dumps(result))
 """
 
 
-def run_zoo_model(name: str) -> dict:
+def run_zoo_model(name: str, **overrides) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, "-c", WORKER, name], capture_output=True, text=True,
-                          env=env, timeout=540, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", WORKER, name, json.dumps(overrides)], capture_output=True,
+                          text=True, env=env, timeout=540, cwd=ROOT)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("ZOO_RESULT ")]
     assert proc.returncode == 0 and lines, \
         f"{name}: worker exited with {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
@@ -102,3 +107,31 @@ def test_masked_indirect_load_then_reduction():
         actual = compile_fn(f)(tokens, w, v, x)
     # the sum over 16 products reassociates: a few float32 ulps
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+@requires_miniinductor
+def test_batchnorm_training_is_decomposed():
+    """The zoo's ResNet: training BatchNorm (`_native_batch_norm_legit_functional`) was an
+    opaque ATen fallback; it is decomposed now (batch mean/var reductions, the affine, the
+    running-statistics update), so it fuses. Values, input and parameter gradients and the
+    running statistics must still match eager over two steps."""
+    model = nn.BatchNorm2d(6)
+    eager = copy.deepcopy(model)
+    compiled = compile_fn(model)
+    for _ in range(2):
+        x = torch.randn(4, 6, 5, 5, requires_grad=True)
+        x_eager = x.detach().clone().requires_grad_()
+        grad_out = torch.randn(4, 6, 5, 5)
+        out, out_eager = compiled(x), eager(x_eager)
+        (out * grad_out).sum().backward()
+        (out_eager * grad_out).sum().backward()
+        # per-channel means and variances over 100 values, summed in another order: float32 ulps
+        torch.testing.assert_close(out, out_eager, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(x.grad, x_eager.grad, rtol=1e-4, atol=1e-5)
+        for name in ("weight", "bias"):
+            torch.testing.assert_close(getattr(model, name).grad, getattr(eager, name).grad,
+                                       rtol=1e-4, atol=1e-5, msg=lambda m: f"grad of {name}: {m}")
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            torch.testing.assert_close(getattr(model, name), getattr(eager, name), rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f"{name}: {m}")
+    assert not [op for op in metrics().fallback_ops if "batch_norm" in op], metrics().fallback_ops

@@ -23,6 +23,7 @@ EXTRA = [
     aten.native_layer_norm,      # mean/var as sums, rsqrt, affine
     aten.native_dropout,         # a random mask (the mask is an extern rand call)
     aten.var_mean,               # two reductions
+    aten._native_batch_norm_legit_functional,  # training BatchNorm: batch mean/var, running stats
 ]
 
 #: decompositions we refuse even though core ATen offers them, and why
