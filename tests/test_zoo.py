@@ -48,11 +48,18 @@ OUTPUT_RTOL = 1e-5
 GRAD_RTOL = 1e-4
 GRAD_FLOOR = 1e-6    # x the model's largest gradient at that step
 
+# The worker compiles as conftest.compile_fn does: miniinductor with $MINIINDUCTOR_TEST_OPTIONS,
+# or the Dynamo backend named by $MINIINDUCTOR_TEST_BACKEND (to check the harness itself).
 WORKER = """
-import json, sys
+import json, os, sys
+import torch
 import miniinductor
 from miniinductor.zoo import compare_training
-result = compare_training(sys.argv[1], miniinductor.compile, **json.loads(sys.argv[2]))
+backend = os.environ.get("MINIINDUCTOR_TEST_BACKEND", "miniinductor")
+options = json.loads(os.environ.get("MINIINDUCTOR_TEST_OPTIONS") or "{}")
+compile = (lambda m: miniinductor.compile(m, **options)) if backend == "miniinductor" else (
+    lambda m: torch.compile(m, backend=backend, dynamic=False))
+result = compare_training(sys.argv[1], compile, **json.loads(sys.argv[2]))
 print("ZOO_RESULT " + json.dumps(result))
 """
 
