@@ -75,10 +75,10 @@ def run_zoo_model(name: str, **overrides) -> dict:
 
 
 def check_result(name, result):
-    for step, (eager, compiled) in enumerate(result["losses"]):
+    # step by step, loss then gradients: the first thing that differs is the one named
+    for step, ((eager, compiled), grads) in enumerate(zip(result["losses"], result["grads"])):
         assert abs(compiled - eager) <= LOSS_RTOL * abs(eager), \
             f"{name} step {step}: loss {compiled} vs eager {eager}"
-    for step, grads in enumerate(result["grads"]):
         largest = max(scale for _, scale, _ in grads.values())
         assert largest > 0, f"{name} step {step}: every eager gradient is zero"
         for param, (err, scale, _) in grads.items():
