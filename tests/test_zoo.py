@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from conftest import compile_fn, metrics, requires_miniinductor
 
@@ -142,3 +143,35 @@ def test_batchnorm_training_is_decomposed():
             torch.testing.assert_close(getattr(model, name), getattr(eager, name), rtol=1e-5, atol=1e-6,
                                        msg=lambda m: f"{name}: {m}")
     assert not [op for op in metrics().fallback_ops if "batch_norm" in op], metrics().fallback_ops
+
+
+@requires_miniinductor
+def test_scatter_one_index_per_line_is_pointwise():
+    """Every zoo language model's cross-entropy backward scatters into zeros
+    (nll_loss_backward), which fell back to ATen; an index with one position per line is a
+    pointwise `where` now. More than one index per line, or a reduce, still falls back."""
+    x = torch.randn(4, 10)
+    cases = [  # (fn, args, lowered?)
+        (lambda x, t: x.scatter(1, t, -1.5), (x, torch.randint(0, 10, (4, 1))), True),
+        (lambda x, t: torch.zeros_like(x).scatter(1, t, x[:, :1] * 2), (x, torch.randint(0, 10, (4, 1))), True),
+        (lambda x, t: x.scatter(0, t, 3.0), (x, torch.randint(0, 4, (1, 10))), True),
+        (lambda x, t: x.scatter(1, t, 7), (torch.randint(0, 9, (3, 5, 6)), torch.randint(0, 5, (3, 1, 6))), True),
+        (lambda x, t: x.scatter(1, t, 3.0), (x, torch.randperm(10)[:3].expand(4, 3).contiguous()), False),
+        (lambda x, t: x.scatter(1, t, 2.0, reduce="add"), (x, torch.randint(0, 10, (4, 1))), False),
+    ]
+    for k, (fn, args, lowered) in enumerate(cases):
+        torch._dynamo.reset()
+        metrics().reset()
+        # a where picks each value as is: exact
+        torch.testing.assert_close(compile_fn(fn)(*args), fn(*args), rtol=0, atol=0, msg=lambda m: f"case {k}: {m}")
+        assert bool(metrics().fallback_ops) != lowered, (k, metrics().fallback_ops)
+
+    torch._dynamo.reset()
+    metrics().reset()
+    logits, target = torch.randn(8, 10, requires_grad=True), torch.randint(0, 10, (8,))
+    logits_eager = logits.detach().clone().requires_grad_()
+    compile_fn(lambda w, t: F.cross_entropy(w * 2, t))(logits, target).backward()
+    F.cross_entropy(logits_eager * 2, target).backward()
+    # log_softmax's backward sums 10 terms per row in another order: float32 ulps
+    torch.testing.assert_close(logits.grad, logits_eager.grad, rtol=1e-5, atol=1e-6)
+    assert not metrics().fallback_ops, metrics().fallback_ops
