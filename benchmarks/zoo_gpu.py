@@ -60,7 +60,8 @@ def main(argv=None):
             else [(name, name, {}) for name in (args.model or ZOO)])
     compilers = args.compiler or list(COMPILERS)
     print(f"device {args.device}, torch {torch.__version__}, {args.steps} SGD steps; errors are "
-          f"max |compiled - eager| / max |eager| (gradients: the worst parameter, any step)")
+          f"max |compiled - eager| / max |eager| (gradients: the worst parameter, any step, its max "
+          f"floored at 1% of the step's largest gradient)")
     print(f"{'model':14} {'compiler':9} {'loss':>9} {'grad':>9} {'eval':>9} {'secs':>6}  worst gradient")
     everything = {}
     for label, name, overrides in runs:

@@ -508,9 +508,18 @@ def compare_training(name, compile, *, device="cpu", steps=3, lr=0.05, seed=0, *
     return result
 
 
+def relative_grad_errors(grads) -> dict:
+    """{parameter: max error / max |eager gradient|} for one step's ``grads``, that max
+    floored at 1% of the step's largest gradient: a gradient that is mathematically zero
+    (the attention key bias: softmax ignores a per-row constant) holds rounding noise on
+    both sides, and its error relative to its own max (~1e-9) would mean nothing."""
+    floor = 1e-2 * max(scale for _, scale, _ in grads.values())
+    return {n: err / max(scale, floor) if scale or floor else err for n, (err, scale, _) in grads.items()}
+
+
 def worst_grads(result, k=5):
-    """The k parameters with the largest gradient error relative to the gradient's max,
+    """The k parameters with the largest relative gradient error (`relative_grad_errors`)
     over all steps: [(relative error, step, name)]."""
-    rows = [(err / scale if scale else err, step, n)
-            for step, grads in enumerate(result["grads"]) for n, (err, scale, _) in grads.items()]
+    rows = [(rel, step, n) for step, grads in enumerate(result["grads"])
+            for n, rel in relative_grad_errors(grads).items()]
     return sorted(rows, reverse=True)[:k]
