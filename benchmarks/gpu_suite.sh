@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one go: the Triton tests on CUDA, the common template on
-# CUDA, the GPU-only tests (models, modes), then the GPU benchmark. Run from the repo root:
+# CUDA, the GPU-only tests (models, modes), then the GPU benchmark and the model zoo
+# (ours and Inductor vs eager). Run from the repo root:
 #     bash benchmarks/gpu_suite.sh [OUTDIR]
 set -uo pipefail
 out=${1:-gpu_results}
@@ -14,6 +15,8 @@ python -m pytest -q -p no:cacheprovider tests/test_triton.py tests/test_gpu.py t
 cp docs/benchmarks_gpu.md "$out/" 2>/dev/null   # its hand-written notes are kept
 python benchmarks/bench_gpu.py --out "$out/bench_gpu.json" --markdown "$out/benchmarks_gpu.md" 2>&1 | tee "$out/bench_gpu.log" | tail -30
 python benchmarks/compile_time.py --out "$out/compile_time.json" 2>&1 | tee "$out/compile_time.log" | tail -10
+python benchmarks/zoo_gpu.py --json "$out/zoo_gpu.json" 2>&1 | tee "$out/zoo_gpu.log" | grep -v "falling back" | tail -20
+python benchmarks/zoo_gpu.py --config t5-large-ish --worst 8 2>&1 | tee "$out/zoo_t5_large.log" | grep -v "falling back" | tail -12
 # data parallel, when there are 2 GPUs: DDP and FSDP2 with eager / miniinductor / Inductor
 if [ "$(python -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
     python benchmarks/ddp_gpu.py --json "$out/ddp_gpu.json" 2>&1 | tee "$out/ddp_gpu.log" | grep -v '^\[rank' | tail -10

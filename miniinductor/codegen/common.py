@@ -66,12 +66,17 @@ class CSE:
 
     @contextlib.contextmanager
     def scope(self):
-        """Names made inside (e.g. in a C++ lambda) must not leak to code outside."""
-        saved = dict(self.cache)
+        """Names made inside (e.g. in a C++ lambda) must not leak to code outside.
+
+        The inside works on a copy: `cache` may be a dict the kernel shares between
+        blocks (CppKernel.outer_cse), and filling that one in place would hand a
+        later block a variable declared inside the lambda ("'tmp4' was not declared")."""
+        outer = self.cache
+        self.cache = dict(outer)
         try:
             yield
         finally:
-            self.cache = saved
+            self.cache = outer
 
 
 class KernelArgs:

@@ -18,7 +18,7 @@ import torch
 from ..ir.indexing import FloorDiv, ModularIndexing
 from ..ir.nodes import Layout, Pointwise, ReinterpretView, StorageBox, View, strided_view_of
 from ..virtualized import V, ops
-from .pointwise import broadcast_shapes, expand_to, make_pointwise
+from .pointwise import broadcast_shapes, expand_to, is_ir, make_pointwise
 from .registry import aten, prims, register_lowering
 
 
@@ -293,6 +293,31 @@ def select_scatter(base, src, dim, idx):
     return StorageBox(Pointwise(base.get_device(), base.get_dtype(), inner_fn, list(size)))
 
 
+
+@register_lowering(aten.scatter)
+def scatter(x, dim, index, src, reduce=None):
+    """`x` with `src` written at `index` along `dim`, when `index` holds one position per
+    line along `dim` (size 1 there, `x`'s sizes elsewhere; nll_loss's backward scatters
+    so): then each element is a where, hit iff its coordinate is its line's index. Other
+    shapes are a store through an index: ATen runs them."""
+    size, isize = x.get_size(), index.get_size()
+    dim = dim % max(len(size), 1)
+    if reduce is not None or not size or len(isize) != len(size) or isize[dim] != 1 \
+            or any(a != b for k, (a, b) in enumerate(zip(isize, size)) if k != dim):
+        raise NotImplementedError("scatter with more than one index per line, or a reduce")
+    dtype = x.get_dtype()
+    load_x, load_index = x.make_loader(), index.make_loader()
+    load_src = src.make_loader() if is_ir(src) else (lambda line: ops.constant(src, dtype))
+
+    def inner_fn(idx):
+        line = list(idx)
+        line[dim] = 0                                        # the line's one index (and src value)
+        hit = ops.eq(ops.index_expr(idx[dim], torch.int64), load_index(line))
+        value = load_src(line)
+        if is_ir(src) and src.get_dtype() != dtype:
+            value = ops.to_dtype(value, dtype)
+        return ops.where(hit, value, load_x(idx))
+    return StorageBox(Pointwise(x.get_device(), dtype, inner_fn, list(size)))
 
 @register_lowering(aten.split_with_sizes, aten.split)
 def split(x, sizes, dim=0):
