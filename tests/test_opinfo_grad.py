@@ -1,0 +1,206 @@
+"""Gradient sweep over PyTorch's OpInfo database (CPU; float32, float64 where an op's
+backward has no float32).
+
+For every op of ``op_db`` that ``supports_autograd`` (minus the exclusions in
+opinfo_common.py) up to 2 samples run as a training loop would: a compiled function
+calls the op on the sample (its floating inputs ``requires_grad``), then, *outside* the
+compiled call, ``torch.autograd.grad`` takes the gradient of every differentiable input
+for fixed random output gradients.  Outputs and input gradients are compared with eager
+run on identical copies of the inputs.  A sample fails at the ``forward`` stage (the
+compiled call raised or its outputs differ: the output sweep's business, reported
+here) or at the ``backward`` stage (wrong or failing gradients).
+
+The test fails if an op whose forward passes has a backward failure that is not in
+``GRAD_EXCEPTIONS`` (each with its reason).  Samples are skipped (and counted) when
+eager raises, when eager's outputs or gradients are not deterministic, or when
+Dynamo + AOTAutograd themselves (backend="aot_eager") cannot run them.
+
+Runtime is capped by a time budget, round-robin as in the output sweep.  Knobs:
+
+  MINIINDUCTOR_OPINFO_GRAD_BUDGET_S   seconds for the sweep (default 300)
+  MINIINDUCTOR_OPINFO_GRAD_SAMPLES    samples per op, at most 3 (default 2)
+  MINIINDUCTOR_OPINFO_OPS             comma-separated op names to restrict to
+  MINIINDUCTOR_OPINFO_GRAD_JSON       also write the JSON report to this path
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import traceback
+
+import pytest
+import torch
+import torch._dynamo
+from torch.utils._pytree import tree_flatten, tree_unflatten
+
+from conftest import clone_inputs, compile_fn
+from opinfo_common import (
+    ATOL,
+    RTOL,
+    compare,
+    fallback_info,
+    first_line,
+    format_summary,
+    full_name,
+    graphs_captured,
+    report,
+    reset_compile_state,
+    run_round_robin,
+    select_ops,
+    summarize,
+)
+
+BUDGET_S = float(os.environ.get("MINIINDUCTOR_OPINFO_GRAD_BUDGET_S", "300"))
+SAMPLES_PER_OP = min(3, int(os.environ.get("MINIINDUCTOR_OPINFO_GRAD_SAMPLES", "2")))
+ONLY_OPS = {s for s in os.environ.get("MINIINDUCTOR_OPINFO_OPS", "").split(",") if s}
+
+# Gradients sum over broadcast and reduced dims, in another order than eager's kernels:
+# the forward sweep's float32 tolerances (rtol 1e-4, atol 1e-5) hold for these small
+# samples (tens to hundreds of elements of magnitude ~1 summed per gradient element).
+GRAD_RTOL, GRAD_ATOL = RTOL, ATOL
+
+# Ops (full OpInfo names) whose forward passes but whose backward is known to fail, and
+# why.  Keep this short: the goal is to fix them.
+GRAD_EXCEPTIONS: dict[str, str] = {}
+
+
+def _no_autograd(op):
+    return None if op.supports_autograd else "no autograd"
+
+
+def _dtype(op):
+    backward = op.supported_backward_dtypes("cpu")
+    return torch.float32 if torch.float32 in backward else torch.float64
+
+
+def _samples(op):
+    torch.manual_seed(0)
+    try:
+        gen = op.sample_inputs("cpu", _dtype(op), requires_grad=True)
+        return list(itertools.islice(gen, SAMPLES_PER_OP))
+    except Exception:
+        return []
+
+
+def _needs_grad(t):
+    return isinstance(t, torch.Tensor) and t.requires_grad
+
+
+def _as_function(op, sample):
+    """(fn, tensors): ``fn(*tensors)`` calls the op on the sample; the sample's tensors
+    (in args and kwargs) are its arguments, every other value is baked in."""
+    leaves, spec = tree_flatten(((sample.input, *sample.args), sample.kwargs))
+    where = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+
+    def fn(*tensors):
+        full = list(leaves)
+        for i, t in zip(where, tensors):
+            full[i] = t
+        args, kwargs = tree_unflatten(full, spec)
+        return op.gradcheck_wrapper(op.op, *args, **kwargs)
+
+    return fn, [leaves[i] for i in where]
+
+
+def _backward(out, tensors, process):
+    """(how many outputs require grad, the gradients of every input that requires grad)
+    for fixed random output gradients, as a training loop takes them after the call."""
+    outs = [o for o in tree_flatten(process(out))[0] if _needs_grad(o)]
+    ins = [t for t in tensors if _needs_grad(t)]
+    gen = torch.Generator().manual_seed(1)
+    grad_outs = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+    grads = ()
+    if outs and ins:
+        grads = torch.autograd.grad(outs, ins, grad_outs, allow_unused=True)
+    return len(outs), grads
+
+
+def _forward_backward(fn, tensors, process):
+    out = fn(*tensors)
+    return (out, *_backward(out, tensors, process))
+
+
+def _run_sample(op, sample):
+    """Returns a result dict: status in pass/fail/skip (a failure names its stage)."""
+    fn, tensors = _as_function(op, sample)
+    process = sample.output_process_fn_grad
+    try:
+        expected = _forward_backward(fn, clone_inputs(tensors), process)
+        again = _forward_backward(fn, clone_inputs(tensors), process)
+    except Exception as e:
+        return {"status": "skip", "why": "eager raises: " + first_line(e)}
+    try:
+        compare(again, expected)
+    except Exception:
+        return {"status": "skip", "why": "nondeterministic in eager"}
+
+    reset_compile_state()
+    stage = "forward"
+    try:
+        compiled = compile_fn(fn)
+        args = clone_inputs(tensors)
+        out = compiled(*args)
+        if graphs_captured() == 0:
+            return {"status": "skip", "why": "Dynamo captured no graph"}
+        compare(out, expected[0])
+        stage = "backward"
+        n_outs, grads = _backward(out, args, process)
+        assert n_outs == expected[1], f"{n_outs} outputs require grad, eager {expected[1]}"
+        compare(grads, expected[2], rtol=GRAD_RTOL, atol=GRAD_ATOL, what="gradient")
+    except Exception as e:
+        err = first_line(e)
+        # Is this sample beyond Dynamo + AOTAutograd themselves? Then it says nothing
+        # about us.
+        torch._dynamo.reset()
+        try:
+            ref = torch.compile(fn, backend="aot_eager", dynamic=False)
+            _forward_backward(ref, clone_inputs(tensors), process)
+        except Exception as e2:
+            return {"status": "skip", "why": "not compilable by aot_eager: " + first_line(e2)}
+        return {"status": "fail", "stage": stage, "error": f"{stage}: {err}",
+                "trace": traceback.format_exc(limit=-3)}
+    return {"status": "pass", "dtype": str(_dtype(op)), **fallback_info()}
+
+
+def run_sweep(budget_s=BUDGET_S):
+    ops, excluded = select_ops(ONLY_OPS, extra_reason=_no_autograd)
+    samples = {full_name(op): _samples(op) for op in ops}
+    results, elapsed, out_of_time = run_round_robin(ops, samples, _run_sample, budget_s,
+                                                    SAMPLES_PER_OP)
+    return results, excluded, elapsed, out_of_time
+
+
+def backward_failures(results):
+    """{op: first backward error} for ops whose forward passed on every sample that ran
+    but whose backward failed on one."""
+    bad = {}
+    for name, rs in results.items():
+        if any(r["status"] == "fail" and r["stage"] == "forward" for r in rs):
+            continue
+        errs = [r["error"] for r in rs if r["status"] == "fail"]
+        if errs:
+            bad[name] = errs[0]
+    return bad
+
+
+@pytest.mark.timeout(int(BUDGET_S) + 480)  # budget + op_db import + one slow last sample
+@pytest.mark.sweep
+def test_opinfo_grad_sweep(tmp_path):
+    torch._dynamo.config.suppress_errors = False
+    results, excluded, elapsed, out_of_time = run_sweep()
+    summary = summarize(results, excluded, elapsed, out_of_time, BUDGET_S, SAMPLES_PER_OP)
+    bad = backward_failures(results)
+    summary["ops_backward_failed"] = sorted(bad)
+    summary["forward_failures"] = sum(r["status"] == "fail" and r["stage"] == "forward"
+                                      for rs in results.values() for r in rs)
+    text = format_summary(summary, title="OpInfo gradient sweep") + (
+        f"\n{summary['forward_failures']} samples failed at the forward stage; "
+        f"{len(bad)} ops pass forward but fail backward; "
+        f"known exceptions: {sorted(GRAD_EXCEPTIONS)}")
+    report(summary, results, text, tmp_path / "opinfo_grad_report.json",
+           os.environ.get("MINIINDUCTOR_OPINFO_GRAD_JSON"))
+    assert summary["samples_counted"] > 0, "no OpInfo sample ran"
+    unexpected = {n: e for n, e in bad.items() if n not in GRAD_EXCEPTIONS}
+    assert not unexpected, "backward fails where forward passes:\n" + "\n".join(
+        f"  {n}: {e}" for n, e in sorted(unexpected.items()))
