@@ -32,7 +32,7 @@ import traceback
 import pytest
 import torch
 import torch._dynamo
-from torch.utils._pytree import tree_flatten, tree_unflatten
+from torch.utils._pytree import tree_flatten
 
 from conftest import clone_inputs, compile_fn
 from opinfo_common import (
@@ -87,27 +87,17 @@ def _needs_grad(t):
     return isinstance(t, torch.Tensor) and t.requires_grad
 
 
-def _as_function(op, sample):
-    """(fn, tensors): ``fn(*tensors)`` calls the op on the sample; the sample's tensors
-    (in args and kwargs) are its arguments, every other value is baked in."""
-    leaves, spec = tree_flatten(((sample.input, *sample.args), sample.kwargs))
-    where = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-
-    def fn(*tensors):
-        full = list(leaves)
-        for i, t in zip(where, tensors):
-            full[i] = t
-        args, kwargs = tree_unflatten(full, spec)
-        return op.gradcheck_wrapper(op.op, *args, **kwargs)
-
-    return fn, [leaves[i] for i in where]
+def _call(op):
+    # Called with (args, kwargs) so that the sample's tensors in both are arguments
+    # of the compiled function (gradients of kwargs such as a weight are checked too).
+    return lambda args, kwargs: op.gradcheck_wrapper(op.op, *args, **kwargs)
 
 
-def _backward(out, tensors, process):
+def _backward(out, inputs, process):
     """(how many outputs require grad, the gradients of every input that requires grad)
     for fixed random output gradients, as a training loop takes them after the call."""
     outs = [o for o in tree_flatten(process(out))[0] if _needs_grad(o)]
-    ins = [t for t in tensors if _needs_grad(t)]
+    ins = [t for t in tree_flatten(inputs)[0] if _needs_grad(t)]
     gen = torch.Generator().manual_seed(1)
     grad_outs = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
     grads = ()
@@ -116,30 +106,33 @@ def _backward(out, tensors, process):
     return len(outs), grads
 
 
-def _forward_backward(fn, tensors, process):
-    out = fn(*tensors)
-    return (out, *_backward(out, tensors, process))
+def _forward_backward(fn, inputs, process):
+    out = fn(*inputs)
+    return (out, *_backward(out, inputs, process))
 
 
 def _run_sample(op, sample):
     """Returns a result dict: status in pass/fail/skip (a failure names its stage)."""
-    fn, tensors = _as_function(op, sample)
+    fn, inputs = _call(op), ((sample.input, *sample.args), sample.kwargs)
     process = sample.output_process_fn_grad
     try:
-        expected = _forward_backward(fn, clone_inputs(tensors), process)
-        again = _forward_backward(fn, clone_inputs(tensors), process)
+        expected = _forward_backward(fn, clone_inputs(inputs), process)
+        again = _forward_backward(fn, clone_inputs(inputs), process)
     except Exception as e:
         return {"status": "skip", "why": "eager raises: " + first_line(e)}
     try:
         compare(again, expected)
     except Exception:
         return {"status": "skip", "why": "nondeterministic in eager"}
+    n_grads = sum(g is not None for g in expected[2])
+    if n_grads == 0:
+        return {"status": "skip", "why": "no gradient: no differentiable output or input"}
 
     reset_compile_state()
     stage = "forward"
     try:
         compiled = compile_fn(fn)
-        args = clone_inputs(tensors)
+        args = clone_inputs(inputs)
         out = compiled(*args)
         if graphs_captured() == 0:
             return {"status": "skip", "why": "Dynamo captured no graph"}
@@ -155,12 +148,13 @@ def _run_sample(op, sample):
         torch._dynamo.reset()
         try:
             ref = torch.compile(fn, backend="aot_eager", dynamic=False)
-            _forward_backward(ref, clone_inputs(tensors), process)
+            _forward_backward(ref, clone_inputs(inputs), process)
         except Exception as e2:
             return {"status": "skip", "why": "not compilable by aot_eager: " + first_line(e2)}
         return {"status": "fail", "stage": stage, "error": f"{stage}: {err}",
                 "trace": traceback.format_exc(limit=-3)}
-    return {"status": "pass", "dtype": str(_dtype(op)), **fallback_info()}
+    return {"status": "pass", "dtype": str(_dtype(op)), "gradients": n_grads,
+            **fallback_info()}
 
 
 def run_sweep(budget_s=BUDGET_S):
@@ -192,10 +186,13 @@ def test_opinfo_grad_sweep(tmp_path):
     summary = summarize(results, excluded, elapsed, out_of_time, BUDGET_S, SAMPLES_PER_OP)
     bad = backward_failures(results)
     summary["ops_backward_failed"] = sorted(bad)
+    summary["gradients_compared"] = sum(r.get("gradients", 0)
+                                        for rs in results.values() for r in rs)
     summary["forward_failures"] = sum(r["status"] == "fail" and r["stage"] == "forward"
                                       for rs in results.values() for r in rs)
     text = format_summary(summary, title="OpInfo gradient sweep") + (
-        f"\n{summary['forward_failures']} samples failed at the forward stage; "
+        f"\n{summary['gradients_compared']} input gradients compared in passing samples; "
+        f"{summary['forward_failures']} samples failed at the forward stage; "
         f"{len(bad)} ops pass forward but fail backward; "
         f"known exceptions: {sorted(GRAD_EXCEPTIONS)}")
     report(summary, results, text, tmp_path / "opinfo_grad_report.json",
