@@ -32,9 +32,8 @@ import traceback
 import pytest
 import torch
 import torch._dynamo
-from torch.utils._pytree import tree_flatten
 
-from conftest import clone_inputs, compile_fn
+from conftest import clone_inputs, compile_fn, input_gradients
 from opinfo_common import (
     ATOL,
     RTOL,
@@ -83,32 +82,15 @@ def _samples(op):
         return []
 
 
-def _needs_grad(t):
-    return isinstance(t, torch.Tensor) and t.requires_grad
-
-
 def _call(op):
     # Called with (args, kwargs) so that the sample's tensors in both are arguments
     # of the compiled function (gradients of kwargs such as a weight are checked too).
     return lambda args, kwargs: op.gradcheck_wrapper(op.op, *args, **kwargs)
 
 
-def _backward(out, inputs, process):
-    """(how many outputs require grad, the gradients of every input that requires grad)
-    for fixed random output gradients, as a training loop takes them after the call."""
-    outs = [o for o in tree_flatten(process(out))[0] if _needs_grad(o)]
-    ins = [t for t in tree_flatten(inputs)[0] if _needs_grad(t)]
-    gen = torch.Generator().manual_seed(1)
-    grad_outs = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
-    grads = ()
-    if outs and ins:
-        grads = torch.autograd.grad(outs, ins, grad_outs, allow_unused=True)
-    return len(outs), grads
-
-
 def _forward_backward(fn, inputs, process):
     out = fn(*inputs)
-    return (out, *_backward(out, inputs, process))
+    return (out, *input_gradients(process(out), inputs))
 
 
 def _run_sample(op, sample):
@@ -138,7 +120,7 @@ def _run_sample(op, sample):
             return {"status": "skip", "why": "Dynamo captured no graph"}
         compare(out, expected[0])
         stage = "backward"
-        n_outs, grads = _backward(out, args, process)
+        n_outs, grads = input_gradients(process(out), args)
         assert n_outs == expected[1], f"{n_outs} outputs require grad, eager {expected[1]}"
         compare(grads, expected[2], rtol=GRAD_RTOL, atol=GRAD_ATOL, what="gradient")
     except Exception as e:

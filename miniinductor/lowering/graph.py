@@ -277,21 +277,23 @@ class GraphLowering(torch.fx.Interpreter):
         if not isinstance(value, IRNode):
             return value
         stride = list(meta.stride()) if isinstance(meta, torch.Tensor) else None
+        if stride is not None and (len(stride) != len(value.get_size())
+                                   or not _is_dense(value.get_size(), stride)):
+            stride = None
         if isinstance(value, StorageBox) and isinstance(value.data, Loops):
-            if stride is not None and len(stride) != len(value.get_size()):
-                stride = None
-            if stride is not None and not _is_dense(value.get_size(), stride):
-                stride = None
             return value.realize(stride)
         buf = unwrap_buffer(value)
-        if buf is not None:
+        if buf is not None and _same_strides(buf.layout, stride):
             return buf
         value.realize()
         found = strided_view_of(value)
-        if found is not None:
+        # A view whose strides are not eager's (e.g. the transpose of an alias realized
+        # contiguous) is copied: a saved activation is read by the backward graph, which
+        # was compiled against eager's strides and reinterprets its inputs with them.
+        if found is not None and _same_strides(found[1], stride):
             return ReinterpretView(*found) if found[1] != found[0].layout else found[0]
         box = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
-        return box.realize(stride if stride is not None and _is_dense(value.get_size(), stride) else None)
+        return box.realize(stride)
 
     def output_names(self) -> set[str]:
         return {o.get_name() for o in self.outputs if isinstance(o, (Buffer, ReinterpretView))}
@@ -301,6 +303,12 @@ class GraphLowering(torch.fx.Interpreter):
         lines += [str(b) for b in self.buffers]
         lines.append(f"# outputs: {[getattr(o, 'get_name', lambda: o)() for o in self.outputs]}")
         return "\n".join(lines)
+
+
+def _same_strides(layout, stride) -> bool:
+    """Whether `layout` has the strides `stride` (None: any) on its dims longer than 1."""
+    return stride is None or all(a == b for a, b, n in zip(layout.stride, stride, layout.size)
+                                 if n != 1)
 
 
 def _is_dense(size, stride) -> bool:
