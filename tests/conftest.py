@@ -307,15 +307,17 @@ def check(fn, *args, rtol=None, atol=None, inductor=False, check_strides=True,
     return actual
 
 
-def input_gradients(outputs, inputs, seed=1):
+def input_gradients(outputs, inputs, seed=1, draw_dtype=None):
     """(how many outputs require grad, the gradients of every input tensor that requires
-    grad) for output gradients drawn from a fixed seed, taken as a training loop takes
-    them: after the (compiled) call, outside it.  An unused input's gradient is None."""
+    grad) for output gradients drawn from a fixed seed (in `draw_dtype`, default each
+    output's dtype), taken as a training loop takes them: after the (compiled) call,
+    outside it.  An unused input's gradient is None."""
     outs = [o for o in tree_flatten(outputs)[0]
             if isinstance(o, torch.Tensor) and o.requires_grad]
     ins = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
     gen = torch.Generator().manual_seed(seed)
-    grad_outs = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+    grad_outs = [torch.randn(o.shape, generator=gen, dtype=draw_dtype or o.dtype).to(o.dtype)
+                 for o in outs]
     grads = ()
     if outs and ins:
         grads = torch.autograd.grad(outs, ins, grad_outs, allow_unused=True)

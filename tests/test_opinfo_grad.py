@@ -32,6 +32,7 @@ import traceback
 import pytest
 import torch
 import torch._dynamo
+from torch.utils._pytree import tree_map
 
 from conftest import clone_inputs, compile_fn, input_gradients
 from opinfo_common import (
@@ -57,7 +58,13 @@ ONLY_OPS = {s for s in os.environ.get("MINIINDUCTOR_OPINFO_OPS", "").split(",") 
 # Gradients sum over broadcast and reduced dims, in another order than eager's kernels:
 # the forward sweep's float32 tolerances (rtol 1e-4, atol 1e-5) hold for these small
 # samples (tens to hundreds of elements of magnitude ~1 summed per gradient element).
+# Where they do not, eager's own float32 rounding may be the larger error: e.g. layer_norm
+# over one element (variance 0, rstd = 1/sqrt(eps) = 316), where eager's CPU kernel gets
+# x*rstd - mean*rstd = 2e-6 and the compiled (x - mean)*rstd gets the exact 0.  So a
+# gradient also passes if it is at most twice as far from eager run in float64 as eager
+# in float32 is (plus the tolerances), as torch._dynamo.utils.same(fp64_ref=...) does.
 GRAD_RTOL, GRAD_ATOL = RTOL, ATOL
+FP64_MULTIPLIER = 2.0
 
 # Ops (full OpInfo names) whose forward passes but whose backward is known to fail, and
 # why.  Keep this short: the goal is to fix them.
@@ -93,6 +100,27 @@ def _forward_backward(fn, inputs, process):
     return (out, *input_gradients(process(out), inputs))
 
 
+def _as_float64(t):
+    if isinstance(t, torch.Tensor) and t.dtype == torch.float32:
+        return t.detach().double().requires_grad_(t.requires_grad)
+    return t
+
+
+def _closer_to_float64(fn, inputs, process, grads, expected_grads):
+    """Whether every gradient is at most FP64_MULTIPLIER times as far from eager's
+    float64 gradient as eager's float32 one is (plus the tolerances)."""
+    inputs64 = tree_map(_as_float64, clone_inputs(inputs))
+    ref = input_gradients(process(fn(*inputs64)), inputs64, draw_dtype=torch.float32)[1]
+    for a, e, r in zip(grads, expected_grads, ref):
+        if a is None or e is None or r is None or a.dtype != torch.float32:
+            return False
+        r = r.float()
+        bound = FP64_MULTIPLIER * (e - r).abs().max() + GRAD_ATOL + GRAD_RTOL * r.abs()
+        if not ((a - r).abs() <= bound).all():
+            return False
+    return True
+
+
 def _run_sample(op, sample):
     """Returns a result dict: status in pass/fail/skip (a failure names its stage)."""
     fn, inputs = _call(op), ((sample.input, *sample.args), sample.kwargs)
@@ -122,7 +150,11 @@ def _run_sample(op, sample):
         stage = "backward"
         n_outs, grads = input_gradients(process(out), args)
         assert n_outs == expected[1], f"{n_outs} outputs require grad, eager {expected[1]}"
-        compare(grads, expected[2], rtol=GRAD_RTOL, atol=GRAD_ATOL, what="gradient")
+        try:
+            compare(grads, expected[2], rtol=GRAD_RTOL, atol=GRAD_ATOL, what="gradient")
+        except AssertionError:
+            if not _closer_to_float64(fn, inputs, process, grads, expected[2]):
+                raise
     except Exception as e:
         err = first_line(e)
         # Is this sample beyond Dynamo + AOTAutograd themselves? Then it says nothing
