@@ -32,7 +32,7 @@ import traceback
 import pytest
 import torch
 import torch._dynamo
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 from conftest import clone_inputs, compile_fn, input_gradients
 from opinfo_common import (
@@ -89,10 +89,19 @@ def _samples(op):
         return []
 
 
-def _call(op):
-    # Called with (args, kwargs) so that the sample's tensors in both are arguments
-    # of the compiled function (gradients of kwargs such as a weight are checked too).
-    return lambda args, kwargs: op.gradcheck_wrapper(op.op, *args, **kwargs)
+def _call(op, sample):
+    """(fn, inputs): ``fn(*inputs)`` calls the op on the sample.  The sample's args, and
+    its kwargs holding tensors (a weight, say: their gradients are checked too), are
+    arguments of the compiled function; other kwargs (Python values, functions: Dynamo
+    takes no function as a graph input) are baked in."""
+    tensor_kwargs = {k: v for k, v in sample.kwargs.items()
+                     if any(isinstance(x, torch.Tensor) for x in tree_flatten(v)[0])}
+    fixed = {k: v for k, v in sample.kwargs.items() if k not in tensor_kwargs}
+
+    def fn(args, kwargs):
+        return op.gradcheck_wrapper(op.op, *args, **kwargs, **fixed)
+
+    return fn, ((sample.input, *sample.args), tensor_kwargs)
 
 
 def _forward_backward(fn, inputs, process):
@@ -123,7 +132,7 @@ def _closer_to_float64(fn, inputs, process, grads, expected_grads):
 
 def _run_sample(op, sample):
     """Returns a result dict: status in pass/fail/skip (a failure names its stage)."""
-    fn, inputs = _call(op), ((sample.input, *sample.args), sample.kwargs)
+    fn, inputs = _call(op, sample)
     process = sample.output_process_fn_grad
     try:
         expected = _forward_backward(fn, clone_inputs(inputs), process)
