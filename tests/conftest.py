@@ -307,6 +307,41 @@ def check(fn, *args, rtol=None, atol=None, inductor=False, check_strides=True,
     return actual
 
 
+def input_gradients(outputs, inputs, seed=1, draw_dtype=None):
+    """(how many outputs require grad, the gradients of every input tensor that requires
+    grad) for output gradients drawn from a fixed seed (in `draw_dtype`, default each
+    output's dtype), taken as a training loop takes them: after the (compiled) call,
+    outside it.  An unused input's gradient is None."""
+    outs = [o for o in tree_flatten(outputs)[0]
+            if isinstance(o, torch.Tensor) and o.requires_grad]
+    ins = [t for t in tree_flatten(inputs)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+    gen = torch.Generator().manual_seed(seed)
+    grad_outs = [torch.randn(o.shape, generator=gen, dtype=draw_dtype or o.dtype).to(o.dtype)
+                 for o in outs]
+    grads = ()
+    if outs and ins:
+        grads = torch.autograd.grad(outs, ins, grad_outs, allow_unused=True)
+    return len(outs), grads
+
+
+def check_grads(fn, *args, rtol=None, atol=None):
+    """check() for a training step: outputs of the compiled call, then the gradients of
+    every input that requires grad, each compared with eager on its own input copies."""
+    eager_args, comp_args = clone_inputs(args), clone_inputs(args)
+    expected = fn(*eager_args)
+    actual = compile_fn(fn)(*comp_args)
+    compare_outputs(actual, expected, rtol=rtol, atol=atol, check_strides=False)
+    n_expected, expected_grads = input_gradients(expected, eager_args)
+    n_actual, actual_grads = input_gradients(actual, comp_args)
+    assert n_expected > 0 and expected_grads, "nothing to differentiate"
+    assert n_actual == n_expected, f"{n_actual} outputs require grad, eager {n_expected}"
+    for i, (a, e) in enumerate(zip(actual_grads, expected_grads)):
+        assert (a is None) == (e is None), f"gradient {i}: {a} vs eager {e}"
+        if e is not None:
+            assert_same_values(a, e, rtol=rtol, atol=atol, what=f"gradient {i}")
+    return actual
+
+
 # --------------------------------------------------------------------------
 # random inputs (never all zeros)
 # --------------------------------------------------------------------------

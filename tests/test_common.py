@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from conftest import (
     USING_MINIINDUCTOR,
     check,
+    check_grads,
     compile_fn,
     metrics,
     randbool,
@@ -497,6 +498,30 @@ case("bool_xor_or", lambda a, b, c: ((a ^ b) | c).float() + (a | b).to(torch.uin
 
 
 # --------------------------------------------------------------------------
+# gradients: compiled call, then torch.autograd.grad outside it (check_grads)
+# --------------------------------------------------------------------------
+GRAD_CASES: list[Case] = []
+
+
+def grad_case(name, fn, make_inputs, **kw):
+    GRAD_CASES.append(Case(name, fn, make_inputs, **kw))
+
+
+def _spd(n):
+    """A well-conditioned symmetric positive definite matrix that requires grad."""
+    a = randn(n, n)
+    return (a @ a.mT / n + torch.eye(n)).requires_grad_()
+
+
+# The saved L^T of cholesky(upper=True) is the transpose of an alias realized
+# contiguous: the forward returned it transposed against eager's strides, and the
+# backward, compiled against eager's strides, misread it (all of cholesky's gradients
+# wrong).
+grad_case("saved_transpose_of_alias", lambda a: torch.cholesky(a + a.mT, upper=True),
+          lambda: (_spd(5),), rtol=1e-4, atol=1e-5)
+
+
+# --------------------------------------------------------------------------
 # the tests
 # --------------------------------------------------------------------------
 CASE_BY_NAME = {c.name: c for c in CASES}
@@ -506,6 +531,11 @@ assert len(CASE_BY_NAME) == len(CASES), "duplicate case names"
 @pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
 def test_case(c: Case):
     check(c.fn, *c.make_inputs(), rtol=c.rtol, atol=c.atol)
+
+
+@pytest.mark.parametrize("c", GRAD_CASES, ids=[c.name for c in GRAD_CASES])
+def test_grad_case(c: Case):
+    check_grads(c.fn, *c.make_inputs(), rtol=c.rtol, atol=c.atol)
 
 
 INDUCTOR_CASES = [c for c in CASES if c.inductor]
