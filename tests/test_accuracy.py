@@ -149,3 +149,22 @@ def test_report_has_a_per_buffer_error_column(tmp_path):
     html = report.write_report(tmp_path / "r.html").read_text()
     assert "max error per buffer" in html
     assert f"{report.culprit.name} {report.culprit.max_error:.2g}" in html
+
+
+def test_a_few_flipped_mask_elements_are_accuracy_many_are_logic():
+    """A ReLU mask computed from a pre-activation within rounding of 0 flips one element:
+    flip_verdict calls that accuracy (and counts against float64); a mask wrong in many
+    places is logic."""
+    from miniinductor.debug.accuracy import flip_verdict
+    pre = torch.randn(64, 256)
+    pre[3, 7] = 6.5e-8                              # within float32 rounding of the threshold
+    eager = pre > 0
+    one_flip = eager.clone()
+    one_flip[3, 7] = False
+    verdict = flip_verdict(one_flip, eager, pre.double() > 0)
+    assert verdict.startswith("accuracy: 1 of 16384 elements"), verdict
+    assert "compiled differs in 1, eager in 0" in verdict, verdict
+    many = eager.clone()
+    many[:, :8] = ~many[:, :8]
+    verdict = flip_verdict(many, eager, pre.double() > 0)
+    assert verdict.startswith("logic: 512 of 16384"), verdict

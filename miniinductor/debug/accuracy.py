@@ -50,6 +50,8 @@ LEVELS = ("fusion", "fallback", "float64")
 PRECISION_FLOOR = {torch.float32: 5e-3, torch.float16: 5e-2, torch.bfloat16: 5e-2, torch.float64: 1e-9}
 #: ... and so is one within this factor of eager's own error against float64.
 EAGER_FACTOR = 100
+#: ... and a bool/integer buffer is an accuracy issue when at most this share of it flips
+FLIP_SHARE = 1e-4
 
 
 @dataclasses.dataclass
@@ -110,6 +112,7 @@ class AccuracyReport:
     kind: str = ""                # "codegen" (kernel != its IR) or "lowering" (IR != ATen)
     levels: dict = dataclasses.field(default_factory=dict)   # level → one-line verdict
     repro: Path | None = None     # standalone script rerunning the culprit's kernel
+    outputs_agree: bool = False   # outputs (and gradients) within rtol/atol of eager's
 
     @property
     def clean(self) -> bool:
@@ -320,6 +323,10 @@ class _Job:
     def rerun(self, **options) -> tuple[bool, float]:
         """Compile again with these options on top: (right now?, max abs error vs eager)."""
         results, _ = _compiled_run(self.fn, self.inputs, self.backward, self.seed, {**self.options, **options})
+        return self.judge(results)
+
+    def judge(self, results) -> tuple[bool, float]:
+        """(results agree with eager's within rtol/atol?, max abs error vs eager)."""
         if len(results) != len(self.reference):
             return False, float("inf")
         ok = all(not tensor_error(r, e, self.rtol, self.atol).bad for r, e in zip(results, self.reference))
@@ -335,6 +342,21 @@ def float64_verdict(value, eager32, eager64) -> str:
     kind = "accuracy" if compiled <= max(EAGER_FACTOR * eager, floor) else "logic"
     return (f"{kind}: against float64, compiled error {compiled:.2g} and eager error {eager:.2g} "
             f"(relative to max |value| {scale:.3g})")
+
+
+def flip_verdict(value, eager32, eager64) -> str:
+    """A bool or integer buffer (a comparison's mask, say) departs on inputs that agree within
+    tolerance: where only a few elements flip, a compared value lay within rounding of its
+    threshold (accuracy: a ReLU mask flips for one pre-activation of ~1e-8); many is logic."""
+    n = max(value.numel(), 1)
+    value, eager32, eager64 = (t.detach().cpu() for t in (value, eager32, eager64))
+    flips = int((value != eager32).sum())
+    vs64 = int((value != eager64.to(value.dtype)).sum())
+    eager_vs64 = int((eager32 != eager64.to(eager32.dtype)).sum())
+    kind = "accuracy" if flips <= max(1, FLIP_SHARE * n) else "logic"
+    return (f"{kind}: {flips} of {n} elements differ from eager on inputs that agree within tolerance "
+            f"(against float64: compiled differs in {vs64}, eager in {eager_vs64})"
+            + ("; a compared value lies within rounding of its threshold" if kind == "accuracy" else ""))
 
 
 def write_repro(cg, kname, values, folder, rtol: float, atol: float) -> Path:
@@ -411,8 +433,9 @@ def debug_accuracy(fn, *inputs, backward: bool = True, rtol: float = 1e-4, atol:
     reference = run_fn(fn, inputs, backward, seed)
     results, recorded = _compiled_run(fn, inputs, backward, seed, options)
     graphs = [cg for cg, _ in recorded]
-    output_error = max_abs_error(results, reference) if len(results) == len(reference) else float("inf")
-    report = AccuracyReport(graphs, [], output_error)
+    job = _Job(fn, inputs, backward, seed, options, rtol, atol, reference)
+    outputs_agree, output_error = job.judge(results)
+    report = AccuracyReport(graphs, [], output_error, outputs_agree=outputs_agree)
     for index, (cg, args) in enumerate(recorded):
         checks, values = check_graph(index, cg, args, rtol, atol)
         report.checks += checks
@@ -421,7 +444,6 @@ def debug_accuracy(fn, *inputs, backward: bool = True, rtol: float = 1e-4, atol:
             report.culprit = culprit
             report.kind = "codegen" if culprit.kernel_vs_ir is not None and culprit.kernel_vs_ir.bad else "lowering"
             values["args"] = args
-            job = _Job(fn, inputs, backward, seed, options, rtol, atol, reference)
             _levels(report, values, job, levels)
             if culprit.kernel in cg.kernels:
                 report.repro = write_repro(cg, culprit.kernel, values,
@@ -432,6 +454,10 @@ def debug_accuracy(fn, *inputs, backward: bool = True, rtol: float = 1e-4, atol:
 def _levels(report, values, job: _Job, levels):
     c = report.culprit
     cg = report.graphs[c.graph]
+    if report.outputs_agree and {"fusion", "fallback"} & set(levels):
+        report.levels["reruns"] = ("the outputs already agree with eager within tolerance, so reruns "
+                                   "with fusion off or the op in ATen cannot tell anything: skipped")
+        levels = [level for level in levels if level == "float64"]
     if "fusion" in levels:
         ok, err = job.rerun(fusion=False)
         report.levels["fusion"] = (f"with fusion=False the results match eager (max error {err:.3g}): a fusion bug"
@@ -445,8 +471,9 @@ def _levels(report, values, job: _Job, levels):
                                         else f"still wrong (max error {err:.3g}): not confirmed"))
     if "float64" in levels:
         value = values["kernel"].get(c.name, values["ir"].get(c.name))
-        if c.aten is None or not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point:
-            report.levels["float64"] = "no float ATen value to compare with for this buffer"
+        if c.aten is None or not isinstance(value, torch.Tensor):
+            report.levels["float64"] = "no ATen value to compare with for this buffer"
         else:
             wide = _NodeValues(cg.graph.module, widen=True).values(values["args"])
-            report.levels["float64"] = float64_verdict(value, values["eager"][c.aten], wide[c.aten])
+            verdict = float64_verdict if value.dtype.is_floating_point else flip_verdict
+            report.levels["float64"] = verdict(value, values["eager"][c.aten], wide[c.aten])
