@@ -236,7 +236,7 @@ def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
     if config.cudagraphs:
         if compiled.graph.current_device().type == "cuda":
             from .runtime.cudagraphs import cudagraphify
-            call = cudagraphify(compiled.call)
+            call = cudagraphify(call)
         else:
             log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)
     call = invisible_to_dynamo(fake_runs_the_aten_graph(call, gm))
