@@ -11,12 +11,15 @@ python -c "import torch, triton; print('torch', torch.__version__, 'triton', tri
 # the `miniinductor` backend name comes from the package's entry point: install it (no deps)
 python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
 python -m pytest -q -p no:cacheprovider tests/test_triton.py tests/test_gpu.py tests/test_dynamic.py \
-    tests/test_freezing.py "tests/test_common_targets.py" -k "not cpu-triton" 2>&1 | tee "$out/gpu_tests.log" | tail -25
+    tests/test_freezing.py tests/test_integers.py "tests/test_common_targets.py" -k "not cpu-triton" 2>&1 | tee "$out/gpu_tests.log" | tail -25
 cp docs/benchmarks_gpu.md "$out/" 2>/dev/null   # its hand-written notes are kept
 python benchmarks/bench_gpu.py --out "$out/bench_gpu.json" --markdown "$out/benchmarks_gpu.md" 2>&1 | tee "$out/bench_gpu.log" | tail -30
 python benchmarks/compile_time.py --out "$out/compile_time.json" 2>&1 | tee "$out/compile_time.log" | tail -10
 python benchmarks/zoo_gpu.py --json "$out/zoo_gpu.json" 2>&1 | tee "$out/zoo_gpu.log" | grep -v "falling back" | tail -20
 python benchmarks/zoo_gpu.py --config t5-large-ish --worst 8 2>&1 | tee "$out/zoo_t5_large.log" | grep -v "falling back" | tail -12
+# the accuracy debugger on CUDA, and the T5 gap's control (GELU: no mask to flip)
+python benchmarks/zoo_accuracy.py --model gpt2 --step 1 --device cuda 2>&1 | tee "$out/zoo_accuracy_cuda.log" | tail -15
+python benchmarks/t5_gap_float64.py --gelu 2>&1 | tee "$out/t5_gap_gelu.log" | tail -12
 # data parallel, when there are 2 GPUs: DDP and FSDP2 with eager / miniinductor / Inductor
 if [ "$(python -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
     python benchmarks/ddp_gpu.py --json "$out/ddp_gpu.json" 2>&1 | tee "$out/ddp_gpu.log" | grep -v '^\[rank' | tail -10
