@@ -116,3 +116,25 @@ def no_input_runs():
 def test_no_input_graph_on_gpu(name, no_input_runs):
     returncode, output = no_input_runs[name]
     assert returncode == 0 and f"checked {name}" in output, f"exit code {returncode}:\n{output[-3000:]}"
+
+
+# --------------------------------------------------------------------------- the accuracy debugger on CUDA
+# Its IR interpreter runs on the graph's device; a constant index or value is a CPU tensor,
+# which once crashed every CUDA run ("found at least two devices, cuda:0 and cpu").
+def test_debug_accuracy_on_gpu_clean_and_planted():
+    from miniinductor.debug import planted_bugs
+
+    def layer_norm_affine(x, w):
+        return torch.nn.functional.layer_norm(x, (16,)) * w + 1
+
+    x = torch.randn(8, 16, device="cuda", requires_grad=True)
+    w = torch.randn(16, device="cuda", requires_grad=True)
+    report = miniinductor.debug_accuracy(layer_norm_affine, x, w)
+    assert report.clean, str(report)
+    assert [cg.graph.name for cg in report.graphs] == ["forward", "backward"]
+    assert all(c.kernel_vs_ir is not None for c in report.checks if not c.in_registers)
+    with planted_bugs.wrong_lowering(torch.ops.aten.rsqrt):
+        report = miniinductor.debug_accuracy(layer_norm_affine, x, w, levels=("fallback",))
+    assert report.culprit is not None and report.kind == "lowering", str(report)
+    assert report.culprit.aten.startswith("rsqrt")
+    assert abs(report.culprit.vs_eager.max_abs - 1.0) < 1e-5   # the planted +1

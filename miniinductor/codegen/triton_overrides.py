@@ -167,10 +167,22 @@ class TritonOverrides:
             return f"{a} >> tl.where(({b} < 0) | ({b} > {bits - 1}), {bits - 1}, {b})"
         return f"tl.where({b} < {bits}, {a} >> {b}, 0)"
 
-    bitwise_not = staticmethod(lambda x, dtype: f"{x} == 0" if dtype == torch.bool else f"~{x}")
+    @staticmethod
+    def bitwise_not(x, dtype):
+        if dtype == torch.bool:
+            return f"{x} == 0"
+        if dtype == torch.uint8:   # the interpreter's ~ builds -1 as a uint8 NumPy array: an error in NumPy 2
+            return f"(~{x}.to(tl.int32)).to(tl.uint8)"
+        return f"~{x}"
 
     # -- unary math
-    neg = staticmethod(lambda x, dtype: f"-{x}")
+    @staticmethod
+    def neg(x, dtype):
+        # 8/16-bit: negate in int32 and truncate, so -(-32768) wraps to -32768 as in ATen
+        # (seen on an H100: a bare `-x` of int16 compared or widened as if it were +32768)
+        if dtype in (torch.int8, torch.int16, torch.uint8):
+            return f"(-{x}.to(tl.int32)).to({TRITON_TYPE[dtype]})"
+        return f"-{x}"
     abs = staticmethod(lambda x, dtype: x if dtype == torch.bool else f"tl.abs({x})")
     square = staticmethod(lambda x, dtype: f"{x} * {x}")
     reciprocal = staticmethod(lambda x, dtype: f"1.0 / {x}")

@@ -83,8 +83,9 @@ class InterpreterHandler:
                 raise AssertionError(f"load of {name} at {index}: {digit.args[0]} < 0 where the load happens")
 
     def store(self, name, index, value):
-        flat = flat_storage(self.memory[name])
-        idx, value = torch.broadcast_tensors(self._index(index), torch.as_tensor(value))
+        flat = flat_storage(self.memory[name])   # (a constant index or value is a CPU tensor)
+        idx, value = torch.broadcast_tensors(self._index(index).to(flat.device),
+                                             torch.as_tensor(value).to(flat.device))
         flat[idx.reshape(-1)] = value.reshape(-1).to(flat.dtype)
 
     store_reduction = store
@@ -179,7 +180,7 @@ def _store_reduction(buf, handler, outer, inner):
     if idx.dim() > len(outer):
         idx = idx.reshape(idx.shape[:len(outer)])
     flat = flat_storage(handler.memory[buf.get_name()])
-    idx, acc = torch.broadcast_tensors(idx, acc)
+    idx, acc = torch.broadcast_tensors(idx.to(flat.device), acc.to(flat.device))
     flat[idx.reshape(-1)] = acc.reshape(-1).to(flat.dtype)
 
 
