@@ -23,6 +23,15 @@ if torch.cuda.is_available():
     TARGETS["cuda"] = ("cuda", {})
 
 
+# Outputs a GPU gets wrong below our code, named so the test checks they are still wrong
+# (and fails, asking for the entry's removal, once they are right). int16 `-x` on an H100
+# (Triton 3.6, torch 2.11): the LLVM IR is right (`sub i16 0, x`; `icmp sgt i16`; `sext i16
+# to i64`), yet -(-32768) compares and widens as +32768; the same with PTX's own `neg.s16`
+# in inline asm, with `0 - x`, `x * -1` and `~x + 1` (scratch runs, 2026-11-23), so the
+# backend, not the kernel we write, loses the wrap. int8 and the stored int16 are right.
+KNOWN_GPU_MISCOMPILES = {("cuda", torch.int16): {"neg>0", "neg.sum(1)"}}
+
+
 def full_range(dtype, *shape, nonzero=False):
     """Random values over the dtype's whole range, with its min, max, 0, 1 (and -1) included."""
     info = torch.iinfo(dtype)
@@ -71,10 +80,14 @@ def test_integer_ops_keep_eager_dtype(dtype, target):
     expected = int_ops(x, y, s)
     actual = compile_fn(int_ops, **options)(x, y, s)
     assert actual.keys() == expected.keys()
-    failures = []
+    failures, known = [], KNOWN_GPU_MISCOMPILES.get((target, dtype), set())
     for name, want in expected.items():
         try:  # integers and bools exactly; the float casts with float32's default tolerance
             assert_same_values(actual[name], want, what=name)
         except AssertionError as exc:
-            failures.append(str(exc).splitlines()[0])
+            if name not in known:
+                failures.append(str(exc).splitlines()[0])
+        else:
+            if name in known:
+                failures.append(f"{name} is right now: remove it from KNOWN_GPU_MISCOMPILES")
     assert not failures, f"{len(failures)} of {len(expected)} outputs differ:\n" + "\n".join(failures)

@@ -176,13 +176,7 @@ class TritonOverrides:
         return f"~{x}"
 
     # -- unary math
-    @staticmethod
-    def neg(x, dtype):
-        # 8/16-bit: negate in int32 and truncate, so -(-32768) wraps to -32768 as in ATen
-        # (seen on an H100: a bare `-x` of int16 compared or widened as if it were +32768)
-        if dtype in (torch.int8, torch.int16, torch.uint8):
-            return f"(-{x}.to(tl.int32)).to({TRITON_TYPE[dtype]})"
-        return f"-{x}"
+    neg = staticmethod(lambda x, dtype: f"-{x}")
     abs = staticmethod(lambda x, dtype: x if dtype == torch.bool else f"tl.abs({x})")
     square = staticmethod(lambda x, dtype: f"{x} * {x}")
     reciprocal = staticmethod(lambda x, dtype: f"1.0 / {x}")
