@@ -187,11 +187,27 @@ def _unsupported_graph(gm, example_inputs) -> str | None:
     from .lowering.graph import graph_device
     if has_symbolic_inputs(example_inputs):
         return "symbolic sizes (only capture.compile_fx specialises them)"
+    data_dependent = _data_dependent_ops(gm)
+    if data_dependent:
+        return f"data-dependent sizes (from {', '.join(data_dependent)})"
     try:
         device = graph_device(gm, example_inputs)
     except ValueError as exc:   # tensors on several devices
         return f"graphs with {exc}"
     return None if device.type in ("cpu", "cuda") else f"{device.type} tensors"
+
+
+def _data_dependent_ops(gm) -> list[str]:
+    """The ops whose output sizes depend on tensor data (nonzero, `.item()`, a boolean mask,
+    repeat_interleave by a tensor): Dynamo gives them unbacked symbols (u0, u1, ...), which
+    our static-shape lowering cannot size buffers with. Only the first op of each chain
+    is named (the ops after it merely inherit its sizes)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    def unbacked(node):
+        return bool(free_unbacked_symbols(node.meta.get("val"))) if isinstance(node, torch.fx.Node) else False
+    return sorted({str(n.target) for n in gm.graph.nodes
+                   if unbacked(n) and not any(unbacked(a) for a in n.all_input_nodes)})
 
 
 def invisible_to_dynamo(fn):
