@@ -15,7 +15,7 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 from torch._prims_common import elementwise_dtypes
 
-from ..ir.nodes import IRNode, Pointwise, StorageBox, View
+from ..ir.nodes import ExternKernel, IRNode, Pointwise, StorageBox, View
 from ..virtualized import V, ops
 from .registry import aten, prims, register_lowering
 
@@ -282,7 +282,6 @@ def _as_addmm_epilogue(x, activation: str):
     """`gelu(addmm(b, x, w))` / `relu(...)` with no other reader of the addmm: let the BLAS
     call apply the activation (aten._addmm_activation), as Inductor does, instead of a
     separate pass over the result. Returns the rewritten extern buffer, or None."""
-    from ..ir.nodes import ExternKernel
     producer = V.graph.current_input_node(0)
     if (not isinstance(x, ExternKernel) or x.op is not aten.addmm.default or producer is None
             or len(producer.users) != 1 or x.kwargs):
