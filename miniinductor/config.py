@@ -21,8 +21,10 @@ So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
 import os
 
 import torch
@@ -88,8 +90,6 @@ class Config:
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
         """name → (default, one-line help), read from the attribute docstrings above."""
-        import ast
-        import inspect
         tree = ast.parse(inspect.getsource(cls))
         body = tree.body[0].body
         helps = {}

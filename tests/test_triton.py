@@ -442,9 +442,9 @@ def split_partials(compiled) -> list:
 def small_splits(monkeypatch):
     """Split thresholds scaled down, so that small inputs are split: the interpreter runs
     a `tl.reduce` as one Python call per element of the row, and big inputs take minutes."""
-    from miniinductor.lowering import reductions
+    from miniinductor.codegen import policy
     for name, value in dict(SPLIT_MIN_NUMEL=0, SPLIT_MIN_CHUNK=16, OUTER_CHUNK=16).items():
-        monkeypatch.setattr(reductions, name, value)
+        monkeypatch.setattr(policy, name, value)
 
 
 def test_split_column_and_full_reductions(small_splits):

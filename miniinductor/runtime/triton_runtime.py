@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -111,9 +114,6 @@ def precompile_all(launchers, workers: int = 8) -> float:
     run). Inductor compiles in a pool of worker processes; threads are the small version.
     A kernel that fails here is compiled again, the usual way, at its first launch.
     Returns the seconds it took."""
-    import logging
-    import time
-    from concurrent.futures import ThreadPoolExecutor
 
     def one(launcher):
         try:
