@@ -7,6 +7,7 @@ callable). `compile_graph` is the table of contents, every pass in order:
     (capture/ already decomposed the graph: AOTAutograd with our decomposition table)
     lower            policy_for            the backend policy, once per graph (codegen/policy.py)
                      unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
+                     addmm_activation      relu/gelu(addmm) → one _addmm_activation call (matmul.py)
                      GraphLowering.run     ATen ops → loop IR; values are realized into buffers
                                            as their uses demand (lowering/graph.py)
                      split_reductions      long rows/columns cut in two (Triton; lowering/reductions.py)
@@ -22,7 +23,7 @@ callable). `compile_graph` is the table of contents, every pass in order:
 
 `CompiledGraph` keeps every artifact so that each phase can be printed afterwards; `lower`
 and `schedule` can be run alone to stop after a phase. Leaves out Inductor's FX graph cache,
-its post-grad pattern matcher (one pass, `unfuse_addmm`, stands for it) and AOT packaging.
+its post-grad pattern matcher (two passes in lowering/matmul.py stand for it) and AOT packaging.
 """
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from .codegen.triton import TritonKernel
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
-from .lowering import GraphLowering, split_reductions, unfuse_addmm
+from .lowering import GraphLowering, addmm_activation, split_reductions, unfuse_addmm
 from .lowering.graph import graph_device
 from .runtime.cpp_builder import write_source
 from .runtime.cudagraphs import cudagraphify
@@ -81,7 +82,8 @@ class CompiledGraph:
 def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> GraphLowering:
     """The ATen graph as loop IR buffers, with lowering's passes run."""
     policy = policy_for(graph_device(gm, example_inputs), config)
-    unfuse_addmm(gm, policy)
+    unfuse_addmm(gm, policy, config)
+    addmm_activation(gm, config)
     graph = GraphLowering(gm, example_inputs, config, name, policy).run()
     with V.set_graph_handler(graph):
         split_reductions(graph)

@@ -44,7 +44,7 @@ log = logging.getLogger("miniinductor")
 #: ops that every compiler leaves to a library (matmul, convolution, sorting...):
 #: falling back on them is the plan, so they are logged quietly.
 EXTERN_BY_DESIGN = {
-    "mm", "addmm", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
+    "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
     "_scaled_dot_product_flash_attention_for_cpu", "native_dropout", "rand", "randn",
     "bernoulli", "convolution_backward", "max_pool2d_with_indices", "scatter_add", "index_put",
 }
@@ -302,9 +302,11 @@ class GraphLowering(torch.fx.Interpreter):
 
         def layout_of(t):
             return Layout(t.device, t.dtype, list(t.shape), list(t.stride()))
+        kernel = self.register_buffer(ExternKernel(None, layout_of(meta) if isinstance(meta, torch.Tensor) else None,
+                                                   target, args, kwargs, reason))
+        kernel.origins = list(self._node.meta.get("origins", kernel.origins))   # set by an FX pass
         if isinstance(meta, torch.Tensor):
-            return self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason))
-        kernel = self.register_buffer(ExternKernel(None, None, target, args, kwargs, reason))
+            return kernel
         if isinstance(meta, (list, tuple)):
             return tuple(self.register_buffer(MultiOutput(None, layout_of(t), kernel, i))
                          if isinstance(t, torch.Tensor) else None for i, t in enumerate(meta))
