@@ -122,8 +122,8 @@ def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
     """The kernel of one fused group, its code generated. (`graph`: decide in-place writes
     where the backend writes in place.)"""
     removed = removable_buffers(group, scheduler)
+    writes_in_place = graph is not None and graph.policy.writes_in_place
     while True:
-        writes_in_place = graph is not None and graph.policy.writes_in_place
         inplace = inplace_buffers(group, scheduler, graph, removed) if writes_in_place else {}
         kernel = KERNELS[backend](group, config, removed, inplace)
         try:

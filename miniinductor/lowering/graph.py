@@ -5,7 +5,8 @@ an `InputBuffer`, each `call_function` node calls the op's lowering (registry.py
 when there is none, becomes an `ExternKernel` that calls ATen at run time; the output
 node realizes every returned value with the strides eager would give it.
 
-The graph's device (which decides C++ or Triton kernels) is read from every node's
+The graph's device (which, with `Config.cpu_backend`, picks the backend policy: C++ or
+Triton kernels, codegen/policy.py) is read from every node's
 `meta["val"]`, not only from the inputs: a graph may have none (`torch.arange(8,
 device="cuda") * 2`). Inductor tracks `device_types` the same way and can mix devices in
 one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
