@@ -1,14 +1,29 @@
-"""The compiler proper: one ATen graph → a callable, through every phase in order.
+"""The driver: Dynamo's graph → capture → one compiled callable per ATen graph.
 
-Mirrors `compile_fx_inner` in `torch/_inductor/compile_fx.py`:
+Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point: capture/
+turns Dynamo's graph into ATen graphs) and `compile_fx_inner` (one ATen graph → a boxed
+callable). `compile_graph` is the table of contents, every pass in order:
 
-    GraphLowering(gm).run()      lowering/  ATen ops → loop IR buffers
-    Scheduler(graph.buffers)     scheduler/ buffers → ordered kernels
-    CppKernel per kernel         codegen/   loop IR → C++ source
-    WrapperCodeGen               codegen/   → Python module with call(args)
-    load_wrapper                 runtime/   build the C++, import the module
+    (capture/ already decomposed the graph: AOTAutograd with our decomposition table)
+    lower            policy_for            the backend policy, once per graph (codegen/policy.py)
+                     unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
+                     addmm_activation      relu/gelu(addmm) → one _addmm_activation call (matmul.py)
+                     GraphLowering.run     ATen ops → loop IR; values are realized into buffers
+                                           as their uses demand (lowering/graph.py)
+                     split_reductions      long rows/columns cut in two (Triton; lowering/reductions.py)
+    schedule         Scheduler(...)        one node per buffer, with its MemoryDeps
+                     dead_code_elimination
+                     fuse                  fusion rounds, by bytes saved (scheduler/)
+                     fuse_mix_order        row + column reductions of one input (Triton)
+                     order                 the kernels in a topological order
+    generate_kernels                       one C++ or Triton kernel per fused group (codegen/)
+    memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
+    WrapperCodeGen.generate                the Python module with call(args) (codegen/wrapper.py)
+    load_wrapper                           build the kernels and import the module (runtime/)
 
-`CompiledGraph` keeps every artifact so that each phase can be printed afterwards.
+`CompiledGraph` keeps every artifact so that each phase can be printed afterwards; `lower`
+and `schedule` can be run alone to stop after a phase. Leaves out Inductor's FX graph cache,
+its post-grad pattern matcher (two passes in lowering/matmul.py stand for it) and AOT packaging.
 """
 from __future__ import annotations
 
@@ -16,19 +31,26 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
-import os
-
 
 import torch
 from torch._functorch.aot_autograd import make_boxed_func
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from . import metrics
+from .capture import capture
+from .capture.specialize import has_symbolic_inputs
 from .codegen.cpp import CppKernel, MissingStore
-from .codegen.memory_planning import MemoryPlan, eager_peak_bytes
+from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
+from .codegen.policy import policy_for
+from .codegen.triton import TritonKernel
 from .codegen.wrapper import WrapperCodeGen
-from .debug.logs import get_logger
-from .lowering import GraphLowering
+from .config import Config
+from .logs import get_logger
+from .lowering import GraphLowering, addmm_activation, split_reductions, unfuse_addmm
+from .lowering.graph import graph_device
 from .runtime.cpp_builder import write_source
+from .runtime.cudagraphs import cudagraphify
+from .runtime.triton_runtime import precompile_all
 from .scheduler import FusedGroup, Scheduler
 from .virtualized import V
 
@@ -57,6 +79,30 @@ class CompiledGraph:
         return [g for g in self.scheduler.schedule if isinstance(g, FusedGroup)]
 
 
+# ----------------------------------------------------------------------------- the passes
+def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> GraphLowering:
+    """The ATen graph as loop IR buffers, with lowering's passes run."""
+    policy = policy_for(graph_device(gm, example_inputs), config)
+    unfuse_addmm(gm, policy, config)
+    addmm_activation(gm, config)
+    graph = GraphLowering(gm, example_inputs, config, name, policy).run()
+    with V.set_graph_handler(graph):
+        split_reductions(graph)
+    return graph
+
+
+def schedule(graph: GraphLowering, config: Config) -> Scheduler:
+    """The graph's buffers as an ordered list of kernels and extern calls."""
+    scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
+    scheduler.dead_code_elimination()
+    if config.fusion:
+        scheduler.fuse()
+        if graph.policy.mix_order_reduction:
+            scheduler.fuse_mix_order(graph.policy)
+    scheduler.order()
+    return scheduler
+
+
 def removable_buffers(group, scheduler) -> set[str]:
     """Buffers that only this group reads and the graph does not return: they can live in
     registers. (Codegen may still keep one in memory if a read falls out of its scope.)"""
@@ -65,47 +111,22 @@ def removable_buffers(group, scheduler) -> set[str]:
             and all(g is group for g in scheduler.readers(n))}
 
 
-def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
-    """{output: input} pairs where a kernel may write an output into the memory of an input
-    that dies in it: same layout, nobody else reads the input, and every read of it in the
-    kernel happens at the very index the output is written, before or in the writing node
-    (so no later read sees an overwritten element). Mirrors Inductor's in-place buffers."""
-    from .codegen.wrapper import _may_alias
-    from .ir.nodes import ComputedBuffer, ExternKernel
-    pairs, taken = {}, set()
-    written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
-    for out, (k, index) in written.items():
-        buf = graph.get_buffer(out)
-        if out in removed or not isinstance(buf, ComputedBuffer):
-            continue
-        for dep in group.nodes[k].reads:
-            src = dep.name
-            if src in taken or src == out or src in removed or src in scheduler.output_names:
-                continue
-            src_buf = graph.get_buffer(src)
-            fresh = isinstance(src_buf, ComputedBuffer) or (isinstance(src_buf, ExternKernel) and not _may_alias(src_buf))
-            if not fresh or src_buf.layout is None or scheduler.readers(src) != [group]:
-                continue
-            if (src_buf.layout.size, src_buf.layout.stride, src_buf.layout.dtype) != \
-                    (buf.layout.size, buf.layout.stride, buf.layout.dtype):
-                continue
-            reads = [(j, d.index) for j, n in enumerate(group.nodes) for d in n.reads if d.name == src]
-            if all(i == index and j <= k for j, i in reads):
-                pairs[out] = src
-                taken.add(src)
-                break
-    return pairs
+#: the kernel class of each backend, made for one fused group
+KERNELS = {
+    "cpp": lambda group, config, removed, inplace: CppKernel(group.kernel_name, group.R, group.Q, config,
+                                                             removed, inplace),
+    "triton": lambda group, config, removed, inplace: TritonKernel.for_group(group, config, removed),
+}
 
 
-def generate_kernel(group, scheduler, config, backend, graph=None):
+def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
+    """The kernel of one fused group, its code generated. (`graph`: decide in-place writes
+    where the backend writes in place.)"""
     removed = removable_buffers(group, scheduler)
+    writes_in_place = graph is not None and graph.policy.writes_in_place
     while True:
-        if backend == "triton":
-            from .codegen.triton import TritonKernel
-            kernel = TritonKernel.for_group(group, config, removed)
-        else:
-            inplace = inplace_buffers(group, scheduler, graph, removed) if graph is not None else {}
-            kernel = CppKernel(group.kernel_name, group.R, group.Q, config, removed, inplace)
+        inplace = inplace_buffers(group, scheduler, graph, removed) if writes_in_place else {}
+        kernel = KERNELS[backend](group, config, removed, inplace)
         try:
             for node in group.nodes:
                 kernel.codegen_node(node)
@@ -114,29 +135,21 @@ def generate_kernel(group, scheduler, config, backend, graph=None):
             removed.discard(exc.args[0])
 
 
-def generate_kernels(graph, scheduler, config, backend) -> tuple[dict, dict]:
+def generate_kernels(graph: GraphLowering, scheduler: Scheduler, config: Config) -> tuple[dict, dict]:
     """({kernel name: (C++ or Triton source, argument buffer names, buffers kept out of
     memory)}, {kernel name: {output: input whose memory it takes}})."""
     kernels, inplace = {}, {}
     for group in scheduler.schedule:
         if isinstance(group, FusedGroup):
-            kernel = generate_kernel(group, scheduler, config, backend, graph)
+            kernel = generate_kernel(group, scheduler, config, graph.policy.name, graph)
             kernels[group.kernel_name] = (kernel.codegen(), kernel.args.call_names(), kernel.removed)
             inplace[group.kernel_name] = dict(kernel.args.inplace)
     return kernels, inplace
 
 
-def precompile_kernels(module, kernels):
-    """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
-    the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
-    from .runtime.triton_runtime import precompile_all
-    launchers = [getattr(module, name).__globals__.get(f"_launch_{name}") for name in kernels]
-    seconds = precompile_all(launcher for launcher in launchers if launcher is not None)
-    log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
-
-
 def load_wrapper(source: str):
-    """Write the wrapper module into the cache folder and import it from there."""
+    """Write the wrapper module into the cache folder and import it from there (its import
+    builds the kernels, C++ through the compiler and Triton through triton.jit)."""
     path = write_source(source, "wrapper")
     key = path.stem.split("_")[0]
     spec = importlib.util.spec_from_file_location(f"miniinductor_wrapper_{key}", path)
@@ -145,31 +158,44 @@ def load_wrapper(source: str):
     return module, str(path)
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph") -> CompiledGraph:
-    graph = GraphLowering(gm, example_inputs, config, name).run()
+def precompile_kernels(module, kernels):
+    """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
+    the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
+    launchers = [getattr(module, name).__globals__.get(f"_launch_{name}") for name in kernels]
+    seconds = precompile_all(launcher for launcher in launchers if launcher is not None)
+    log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> CompiledGraph:
+    """One ATen graph → its compiled wrapper, pass by pass (the module docstring lists them)."""
+    graph = lower(gm, example_inputs, config, name)
     with V.set_graph_handler(graph):
-        scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
-        backend = graph.kernel_backend()
-        kernels, inplace = generate_kernels(graph, scheduler, config, backend)
-        wrapper = WrapperCodeGen(graph, scheduler, kernels, backend, config, inplace)
-        wrapper_source = wrapper.generate()
+        scheduler = schedule(graph, config)
+        kernels, inplace = generate_kernels(graph, scheduler, config)
+        wrapper = WrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config, inplace)
+        plan = wrapper.memory_plan()
+        wrapper_source = wrapper.generate(plan)
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)
-    if backend == "triton" and graph.current_device().type == "cuda":
+    if graph.current_device().type == "cuda":
         precompile_kernels(module, kernels)
-    metrics.generated_kernel_count += len(kernels)
-    metrics.output_code_paths.append(path)
-    metrics.graphs_compiled += 1
-    log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
     compiled = CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
-                             wrapper.plan, eager_peak_bytes(gm), wrapper=wrapper)
+                             plan, eager_peak_bytes(gm), wrapper=wrapper)
     for kname, (_, arg_names, _) in kernels.items():
         compiled.kernel_bytes[kname] = sum(wrapper.plan_nbytes(n) for n in arg_names)
-    metrics.nodes_before_fusion += len(scheduler.nodes)
-    metrics.nodes_after_fusion += len(scheduler.schedule)
-    metrics.estimated_bytes_moved += sum(compiled.kernel_bytes.values())
+    _count(compiled)
+    log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
     _log_compiled(compiled)
     return compiled
+
+
+def _count(cg: CompiledGraph):
+    metrics.generated_kernel_count += len(cg.kernels)
+    metrics.output_code_paths.append(cg.path)
+    metrics.graphs_compiled += 1
+    metrics.nodes_before_fusion += len(cg.scheduler.nodes)
+    metrics.nodes_after_fusion += len(cg.scheduler.schedule)
+    metrics.estimated_bytes_moved += sum(cg.kernel_bytes.values())
 
 
 def _log_compiled(cg: CompiledGraph):
@@ -183,10 +209,8 @@ def _log_compiled(cg: CompiledGraph):
 def _unsupported_graph(gm, example_inputs) -> str | None:
     """Why this ATen graph must run eagerly, or None. (Symbolic sizes never get here through
     the backend: capture/specialize.py compiles one static graph per concrete shape.)"""
-    from .capture.specialize import has_symbolic_inputs
-    from .lowering.graph import graph_device
     if has_symbolic_inputs(example_inputs):
-        return "symbolic sizes (only capture.compile_fx specialises them)"
+        return "symbolic sizes (only compile_fx specialises them)"
     data_dependent = _data_dependent_ops(gm)
     if data_dependent:
         return f"data-dependent sizes (from {', '.join(data_dependent)})"
@@ -202,8 +226,6 @@ def _data_dependent_ops(gm) -> list[str]:
     repeat_interleave by a tensor): Dynamo gives them unbacked symbols (u0, u1, ...), which
     our static-shape lowering cannot size buffers with. Only the first op of each chain
     is named (the ops after it merely inherit its sizes)."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
     def unbacked(node):
         return bool(free_unbacked_symbols(node.meta.get("val"))) if isinstance(node, torch.fx.Node) else False
     return sorted({str(n.target) for n in gm.graph.nodes
@@ -235,8 +257,46 @@ def fake_runs_the_aten_graph(call, gm):
     return run
 
 
+def compile_fx(gm: torch.fx.GraphModule, example_inputs, config: Config):
+    """Dynamo's FX graph → a callable: capture/ makes the ATen graphs (specialised, flattened,
+    forward and backward), each compiled by `compile_fx_inner`."""
+    return capture(gm, example_inputs, config, compile_fx_inner)
+
+
+# ----------------------------------------------------------------------------- entry points
+def backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
+    """The torch.compile backend: Dynamo's FX graph in, a compiled callable out.
+    `torch.compile(m, backend="miniinductor", mode=..., options={...})` lands here;
+    `options` may hold `preset` (see config.PRESETS) besides our option names."""
+    options = dict(options or {})
+    preset = options.pop("preset", None)
+    return compile_fx(gm, example_inputs, Config.build(mode, options, preset))
+
+
+def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=False,
+            freezing=None, autocast_enabled=None, autocast_dtype=None, **options):
+    """`torch.compile(model, backend=miniinductor)` with our options validated up front.
+
+    `freezing`, `autocast_enabled` and `autocast_dtype` are top-level flags like `mode`.
+    Precedence: explicit `**options` over the flags over `preset` (see config.py).
+    `dynamic` goes to torch.compile. False (the default): Dynamo recompiles a static graph
+    per shape. True, or None after a second shape: Dynamo hands over symbolic sizes and we
+    compile one static specialisation per concrete shape (capture/specialize.py)."""
+    flags = {"freezing": freezing, "autocast_enabled": autocast_enabled, "autocast_dtype": autocast_dtype}
+    config = Config.build(mode, options, preset, flags)   # fail fast on a bad mode, preset or option
+
+    def configured_backend(gm, example_inputs):
+        return compile_fx(gm, example_inputs, config)
+    return torch.compile(model, backend=configured_backend, dynamic=dynamic, fullgraph=fullgraph)
+
+
+#: called as hook(compiled_graph, config) after each compile, before the first call:
+#: miniinductor/__init__.py adds the trace folder writer (debug/ sits above this module)
+after_compile: list = []
+
+
 @invisible_to_dynamo
-def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
+def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm=None):
     """AOTAutograd's forward/backward compiler: a boxed callable (takes a list of args)."""
     reason = _unsupported_graph(gm, example_inputs)
     if reason is not None:
@@ -244,14 +304,11 @@ def compile_fx_inner(gm, example_inputs, config, name="graph", dynamo_gm=None):
         return make_boxed_func(gm.forward)
     compiled = compile_graph(gm, example_inputs, config, name)
     compiled.fx_graph_module = dynamo_gm
-    trace_root = config.trace or os.environ.get("MINIINDUCTOR_TRACE")
-    if trace_root:
-        from .debug.trace import trace_compiled_graph
-        trace_compiled_graph(compiled, trace_root, fx_graph_module=dynamo_gm)
+    for hook in after_compile:
+        hook(compiled, config)
     call = compiled.__call__   # through the instance: debug tools may swap compiled.call
     if config.cudagraphs:
         if compiled.graph.current_device().type == "cuda":
-            from .runtime.cudagraphs import cudagraphify
             call = cudagraphify(call)
         else:
             log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)

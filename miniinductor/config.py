@@ -1,7 +1,11 @@
 """Compiler options: one frozen dataclass, passed explicitly to every phase.
 
 Mirrors `torch/_inductor/config.py`, minus the module of mutable globals: a `Config` is
-built once per `compile()` call and handed down; nothing reads global state.
+built once per `compile()` call and handed down. The environment is read when a `Config`
+is built -- the defaults of `cxx` ($CXX) and `trace` ($MINIINDUCTOR_TRACE) -- and the
+compiler reads those fields, not the variables. Process-wide settings stay outside it:
+$MINIINDUCTOR_LOGS (logs.py), $MINIINDUCTOR_CACHE_DIR (runtime/cpp_builder.py) and
+$TRITON_INTERPRET (Triton's own).
 
 Where an option's value comes from, strongest first:
   1. explicit options     `torch.compile(fn, backend="miniinductor", options={"fusion": False})`,
@@ -17,8 +21,10 @@ So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
 import os
 
 import torch
@@ -54,8 +60,8 @@ class Config:
     "Record each GPU graph's kernel launches in a CUDA graph once and replay it (mode reduce-overhead)."
     max_autotune: bool = False
     "Time a few block sizes per Triton kernel on first launch and keep the fastest (GPU)."
-    trace: str | None = None
-    "Folder to write a trace of every compiled graph into (also: $MINIINDUCTOR_TRACE)."
+    trace: str | None = dataclasses.field(default_factory=lambda: os.environ.get("MINIINDUCTOR_TRACE") or None)
+    "Folder to write a trace of every compiled graph into (default: $MINIINDUCTOR_TRACE)."
     fallback_all: bool = False
     "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
     fallback_ops: tuple = ()
@@ -84,8 +90,6 @@ class Config:
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
         """name → (default, one-line help), read from the attribute docstrings above."""
-        import ast
-        import inspect
         tree = ast.parse(inspect.getsource(cls))
         body = tree.body[0].body
         helps = {}

@@ -395,3 +395,20 @@ def test_kernel_origins_exclude_ops_of_realized_inputs():
     first, second = result.kernels
     assert "std::sin" not in second.source
     assert "sin" not in second.origins, second
+
+
+def test_buffer_and_reader_lookups():
+    """`GraphLowering.get_buffer` and `Scheduler.readers` are lookups: every buffer by name, an
+    unknown name a KeyError that says so, the readers of each buffer in schedule order."""
+    cg = explain_checked(layer_norm, torch.randn(8, 32), torch.randn(32), torch.randn(32)).graphs[0]
+    graph, sched = cg.graph, cg.scheduler
+    for buf in graph.buffers:
+        assert graph.get_buffer(buf.get_name()) is buf
+    for name, inp in graph.graph_inputs.items():
+        assert graph.get_buffer(name) is inp
+    with pytest.raises(KeyError, match="no buffer or input named 'buf999'"):
+        graph.get_buffer("buf999")
+    for name in [*graph.graph_inputs, *(b.get_name() for b in graph.buffers)]:
+        expected = [g for g in sched.schedule if name in sched._read(g)]
+        assert sched.readers(name) == expected
+    assert any(sched.readers(name) for name in graph.graph_inputs)

@@ -1,7 +1,7 @@
 """Triton kernels (miniinductor/codegen/triton.py), checked one kernel at a time.
 
 Each case is lowered and scheduled as the compiler does it (make_fx with our
-decompositions → GraphLowering → Scheduler), then every fused group becomes a
+decompositions → compile_fx.lower → compile_fx.schedule), then every fused group becomes a
 `TritonKernel` whose module is loaded and launched directly -- no wrapper. The
 kernels run in schedule order on their own outputs (extern calls run in ATen), and
   * every buffer is compared with the IR interpreter (`ir.interpreter.run_graph`),
@@ -33,6 +33,7 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
 from miniinductor.codegen.cpp import MissingStore  # noqa: E402
+from miniinductor.compile_fx import lower, schedule  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
 from miniinductor.ir.nodes import ExternKernel  # noqa: E402
@@ -40,7 +41,7 @@ from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
-from miniinductor.scheduler import FusedGroup, Scheduler  # noqa: E402
+from miniinductor.scheduler import FusedGroup  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 
@@ -78,11 +79,10 @@ class Compiled:
     def __init__(self, fn, inputs, config=None, setup=None):
         self.config = config or Config()
         gm = make_fx(_as_tuple(fn), decomposition_table=decomposition_table())(*inputs)
-        self.graph = GraphLowering(gm, inputs, self.config).run()
+        self.graph = lower(gm, inputs, self.config)
         self.kernels, self.modules, self.sources = {}, {}, {}
         with V.set_graph_handler(self.graph):
-            self.scheduler = Scheduler(self.graph.buffers, self.graph.output_names(), self.config,
-                                       self.graph.graph_inputs.values())
+            self.scheduler = schedule(self.graph, self.config)
             for group in self.scheduler.schedule:
                 if isinstance(group, FusedGroup):
                     kernel = make_kernel(group, self.scheduler, self.config, setup)
@@ -166,7 +166,7 @@ def reference_buffers(fn, inputs, compiled) -> dict[str, torch.Tensor]:
     cpu_inputs = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
     gm = make_fx(_as_tuple(fn), decomposition_table=decomposition_table())(*cpu_inputs)
     config = dataclasses.replace(compiled.config, cpu_backend="triton")  # lowered as for the GPU
-    return run_graph(GraphLowering(gm, cpu_inputs, config).run(), cpu_inputs)
+    return run_graph(lower(gm, cpu_inputs, config), cpu_inputs)
 
 
 def randn(*shape, dtype=torch.float32):
@@ -383,7 +383,7 @@ def test_int64_indexing_is_used_for_huge_buffers():
     gm = make_fx(_as_tuple(lambda x: x + 1))(x)
     graph = GraphLowering(gm, [x], Config()).run()
     with V.set_graph_handler(graph):
-        sched = Scheduler(graph.buffers, graph.output_names(), Config(), graph.graph_inputs.values())
+        sched = schedule(graph, Config())
         group = next(g for g in sched.schedule if isinstance(g, FusedGroup))
         source = make_kernel(group, sched, Config()).codegen()
     assert "tl.program_id(0).to(tl.int64)" in source
@@ -442,9 +442,9 @@ def split_partials(compiled) -> list:
 def small_splits(monkeypatch):
     """Split thresholds scaled down, so that small inputs are split: the interpreter runs
     a `tl.reduce` as one Python call per element of the row, and big inputs take minutes."""
-    from miniinductor.lowering import reductions
+    from miniinductor.codegen import policy
     for name, value in dict(SPLIT_MIN_NUMEL=0, SPLIT_MIN_CHUNK=16, OUTER_CHUNK=16).items():
-        monkeypatch.setattr(reductions, name, value)
+        monkeypatch.setattr(policy, name, value)
 
 
 def test_split_column_and_full_reductions(small_splits):
@@ -471,7 +471,7 @@ def test_split_over_several_dims_keeps_float32_partials_and_a_linear_index(small
 def test_no_split_for_cpp_kernels_or_where_mix_order_takes_the_column_sum(small_splits):
     x = torch.randn(256, 8)
     gm = make_fx(lambda x: (x.sum(0),), decomposition_table=decomposition_table())(x)
-    graph = GraphLowering(gm, [x], Config(cpu_backend="cpp")).run()
+    graph = lower(gm, [x], Config(cpu_backend="cpp"))
     assert [b.get_size() for b in graph.buffers] == [[8]]
     compiled = check(lambda x: (x.sum(0), x.amax(1)), randn(256, 8), config=TRITON_ONLY,
                      expect_kernels=1, rtol=1e-5, atol=1e-4)
@@ -539,5 +539,5 @@ def test_addmm_stays_one_call_when_a_reader_is_not_pointwise():
 def test_addmm_stays_one_call_for_cpp_kernels():
     x, w, b = torch.randn(16, 32), torch.randn(48, 32), torch.randn(48)
     gm = make_fx(lambda x: (torch.relu(F.linear(x, w, b)) * 2,), decomposition_table=decomposition_table())(x)
-    graph = GraphLowering(gm, [x], Config(cpu_backend="cpp")).run()
+    graph = lower(gm, [x], Config(cpu_backend="cpp"))
     assert [str(b.op) for b in graph.buffers if isinstance(b, ExternKernel)] == ["aten._addmm_activation.default"]

@@ -24,9 +24,9 @@
 # Files: `miniinductor/codegen/triton.py` (TritonKernel, tile_split),
 # `miniinductor/codegen/triton_overrides.py` (TritonOverrides: the text of each op),
 # `miniinductor/codegen/triton_mix_order.py` (MixOrderKernel, section 6),
-# `miniinductor/runtime/triton_runtime.py` (block-size heuristics, helpers, the module
-# loader and the interpreter's libdevice), `miniinductor/compile_fx.py` (`generate_kernel`),
-# `miniinductor/lowering/graph.py` (`GraphLowering.kernel_backend`),
+# `miniinductor/codegen/policy.py` (the backend policy: block-size heuristics, split and
+# mix-order rules), `miniinductor/runtime/triton_runtime.py` (helpers, the module loader
+# and the interpreter's libdevice), `miniinductor/compile_fx.py` (`generate_kernel`),
 # `miniinductor/codegen/wrapper.py`.
 #
 # On the CPU the kernels run under Triton's *interpreter*: NumPy code, one program at a
@@ -40,13 +40,9 @@ import torch
 
 import miniinductor
 from miniinductor.codegen.triton import TritonOverrides
+from miniinductor.codegen.policy import PERSISTENT_REDUCTION_MAX, block_sizes, tile_sizes
 from miniinductor.compile_fx import collect_compiled, generate_kernel
-from miniinductor.runtime.triton_runtime import (
-    PERSISTENT_REDUCTION_MAX,
-    block_sizes,
-    load_module,
-    tile_sizes,
-)
+from miniinductor.runtime.triton_runtime import load_module
 from miniinductor.virtualized import V
 
 torch.manual_seed(0)
@@ -128,7 +124,7 @@ print(only_kernel(chain_triton))
 # * The module is self-contained: imports, then the `@triton.jit` kernel `triton_kernel0`,
 #   then the **launcher** `kernel0`, a plain Python function the wrapper calls with the
 #   tensors. It picks the grid -- `(1,)`: `cdiv(1000, 1024)` programs -- and the block
-#   sizes from `runtime/triton_runtime.py`'s heuristic (no autotuning: 1024 elements a
+#   sizes from `codegen/policy.py`'s heuristic (no autotuning: 1024 elements a
 #   program, 4 warps).
 # * The loop nest `[20, 50]` is **flattened**: `xnumel = 1000` and one `xindex` runs over
 #   all of it. `x` is read contiguously, so its index is `xindex` itself. The bias is read
@@ -166,10 +162,11 @@ print(wrapper[wrapper.index("def call"):].strip())
 #
 # Lowering and the scheduler produce the same kind of **fused group** for both backends --
 # a list of nodes, outer loops `R` and reduction loops `Q` -- and
-# `GraphLowering.kernel_backend()` says who writes it: Triton for CUDA tensors, and on the
-# CPU the `cpu_backend` option (`"cpp"` by default). (A few earlier decisions ask it too:
-# an `addmm` is split for Triton, a mix-order pair (section 6) is Triton-only, and only C++
-# kernels store a twice-read transcendental value rather than recompute it.) `generate_kernel(group, ...)` then
+# the graph's backend policy (`GraphLowering.policy`, chosen once per graph) says who writes
+# it: Triton for CUDA tensors, and on the CPU the `cpu_backend` option (`"cpp"` by default).
+# (A few earlier decisions read the policy too: an `addmm` is split for Triton, a mix-order
+# pair (section 6) is Triton-only, and only C++ kernels store a twice-read transcendental
+# value rather than recompute it.) `generate_kernel(group, ...)` then
 # builds a `CppKernel` or a `TritonKernel.for_group(group)`. Both are **ops handlers**
 # (tutorial 3): each node's `inner_fn` runs under the kernel, and every `ops.load`,
 # `ops.add`... writes one line of C++ or of Triton. Only the spelling of each op differs;

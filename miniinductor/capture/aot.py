@@ -1,6 +1,7 @@
 """Capture: Dynamo's FX graph → AOTAutograd → ATen forward (and backward) graphs.
 
-Mirrors `compile_fx` in `torch/_inductor/compile_fx.py`. `aot_module_simplified` traces
+Mirrors the capture half of `compile_fx` in `torch/_inductor/compile_fx.py` (whose other
+half, the backend entry point, is our compile_fx.py's `compile_fx`). `aot_module_simplified` traces
 the Dynamo graph through the ATen dispatcher with our decomposition table, functionalizes
 it (no in-place ops or aliasing left inside), and -- when gradients are needed -- splits it
 into a forward and a backward graph -- with Inductor's partitioner, which saves for the
@@ -38,22 +39,24 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
+from ..config import Config
 from .decompositions import decomposition_table
-from .specialize import Specializer, has_symbolic_inputs
 from .freezing import compile_frozen, frozen_candidates
+from .specialize import Specializer, has_symbolic_inputs
 
 log = logging.getLogger("miniinductor")
 
 
-def compile_fx(gm, example_inputs, config):
-    from ..compile_fx import compile_fx_inner
-
+def capture(gm, example_inputs, config: Config, compile_fx_inner):
+    """Dynamo's graph → ATen graphs, each handed to `compile_fx_inner(gm, example_inputs,
+    config=, name=, dynamo_gm=)` (the driver passes its own: capture/ does not import it)."""
+    again = functools.partial(capture, config=config, compile_fx_inner=compile_fx_inner)
     if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
         # compiled autograd's backward graph takes its tensors boxed in one list: flatten them
         # (and unflatten around the graph), as Inductor's compile_fx does
-        return flatten_graph_inputs(gm, example_inputs, functools.partial(compile_fx, config=config))
+        return flatten_graph_inputs(gm, example_inputs, again)
     if has_symbolic_inputs(example_inputs):  # dynamic shapes: one static compile per shape
-        return Specializer(gm, functools.partial(compile_fx, config=config))
+        return Specializer(gm, again)
 
     flattened = isinstance(gm, GmWrapper)
     dynamo_gm = gm.gm if flattened else gm   # Dynamo's graph, for the trace folder
@@ -82,7 +85,7 @@ def compile_fx(gm, example_inputs, config):
         )(gm, example_inputs)
 
 
-def _autocast(config, example_inputs):
+def _autocast(config: Config, example_inputs):
     """torch.autocast for the inputs' device (the CPU when there are no tensor inputs)."""
     if not config.autocast_enabled:
         return contextlib.nullcontext()

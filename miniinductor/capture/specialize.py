@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .. import metrics
-from ..debug.logs import get_logger
+from ..logs import get_logger
 
 log = get_logger("dynamic")   # miniinductor.dynamic: MINIINDUCTOR_LOGS=dynamic shows each compile
 
@@ -76,7 +76,7 @@ class Specializer:
     """The backend's callable for a graph with symbolic inputs: a cache of static compiles.
 
     `compile_static(gm, concrete_args)` is the ordinary capture pipeline
-    (`capture.aot.compile_fx` with the `Config` bound); it returns a callable of `*args`
+    (`capture.aot.capture` with the `Config` bound); it returns a callable of `*args`
     (AOTAutograd's, so `.backward()` works through it)."""
 
     def __init__(self, gm: torch.fx.GraphModule, compile_static):

@@ -14,10 +14,13 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
   * record the live bytes after every step, so the plan's peak can be compared with
     eager's (estimated the same way from the ATen graph, op by op, see `eager_peak_bytes`).
 
-In place (decided with the kernel, `compile_fx.inplace_buffers`): a C++ kernel may write an
-output straight over an input that dies in it, read only at the same index; the kernel
-then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the wrapper binds
-`out = src`. Simplified: no pool across graphs; Triton kernels do not write in place.
+In place (`inplace_buffers`, decided per kernel before its code is generated): a C++ kernel
+may write an output straight over an input that dies in it, read only at the same index;
+the kernel then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the
+wrapper binds `out = src`. Simplified: no pool across graphs; Triton kernels do not write
+in place.
+
+`plan_memory` is the pass; a `MemoryPlan` is its result.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ import dataclasses
 import math
 
 import torch
+
+from ..ir.nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput
 
 
 @dataclasses.dataclass
@@ -42,60 +47,54 @@ def nbytes(buf) -> int:
     return lay.storage_numel() * lay.dtype.itemsize if lay is not None else 0
 
 
+def may_alias(node) -> bool:
+    """Can this extern call's result share memory with an input? Its schema says so."""
+    if isinstance(node, MultiOutput):
+        return may_alias(node.parent)
+    schema = getattr(node.op, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
+
+
+def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
+    """{output: input} pairs where a kernel may write an output into the memory of an input
+    that dies in it: same layout, nobody else reads the input, and every read of it in the
+    kernel happens at the very index the output is written, before or in the writing node
+    (so no later read sees an overwritten element). Mirrors Inductor's in-place buffers."""
+    pairs, taken = {}, set()
+    written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
+    for out, (k, index) in written.items():
+        buf = graph.get_buffer(out)
+        if out in removed or not isinstance(buf, ComputedBuffer):
+            continue
+        for dep in group.nodes[k].reads:
+            src = dep.name
+            if src in taken or src == out or src in removed or src in scheduler.output_names:
+                continue
+            src_buf = graph.get_buffer(src)
+            fresh = isinstance(src_buf, ComputedBuffer) or (isinstance(src_buf, ExternKernel) and not may_alias(src_buf))
+            if not fresh or src_buf.layout is None or scheduler.readers(src) != [group]:
+                continue
+            if (src_buf.layout.size, src_buf.layout.stride, src_buf.layout.dtype) != \
+                    (buf.layout.size, buf.layout.stride, buf.layout.dtype):
+                continue
+            reads = [(j, d.index) for j, n in enumerate(group.nodes) for d in n.reads if d.name == src]
+            if all(i == index and j <= k for j, i in reads):
+                pairs[out] = src
+                taken.add(src)
+                break
+    return pairs
+
+
+@dataclasses.dataclass
 class MemoryPlan:
-    def __init__(self, steps: list[Step], get_buffer, keep: set[str], extern_inputs: set[str]):
-        self.steps = steps
-        self.reuse: dict[str, str] = {}           # new buffer → dead buffer whose memory it takes
-        self.frees: dict[int, list[str]] = {}     # step → names to `del` after it
-        self.lifetimes: dict[str, tuple[int, int]] = {}
-        last_use, first = {}, {}
-        for k, step in enumerate(steps):
-            for n in step.reads | step.defines:
-                last_use[n] = k
-                first.setdefault(n, k)
-        self.lifetimes = {n: (first[n], last_use[n]) for n in first}
-        size = {n: nbytes(get_buffer(n)) for n in first}
-        ours = {n for n in first if not _is_input(get_buffer(n))}
-        allocated = {n for s in steps for n in s.allocs}
-        fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
-                        if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
-        lent = {src for st in steps for src in st.inplace.values()}   # memory passed on in place
-        inplace_outs = {out for st in steps for out in st.inplace}   # they own their source's memory now
-        poolable = (allocated | fresh_extern | inplace_outs) - keep - extern_inputs - lent
-        dies = {k: sorted(n for n in steps[k].reads | steps[k].defines
-                          if last_use[n] == k and n not in keep) for k in range(len(steps))}
-        # 1. every buffer freed right after its last use: the timeline reuse must not exceed
-        self.timeline = []
-        live = 0
-        for k, step in enumerate(steps):
-            live += sum(size[n] for n in step.defines if n not in step.inplace)
-            self.timeline.append(live)   # the step runs with its inputs and outputs alive
-            live -= sum(size[n] for n in dies[k] if n in ours and n not in lent)
-        limit = self.peak_bytes
-        # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
-        #    keeping it alive until then never lifts the timeline above that peak
-        pool: list[tuple[str, int]] = []            # (dead buffer, step it died at)
-        for k, step in enumerate(steps):
-            for name in step.allocs:
-                key = self._key(get_buffer(name))
-                for entry in pool:
-                    old, died = entry
-                    held = range(died + 1, k)
-                    if self._key(get_buffer(old)) == key and all(self.timeline[j] + size[old] <= limit for j in held):
-                        for j in held:
-                            self.timeline[j] += size[old]
-                        self.reuse[name] = old
-                        pool.remove(entry)
-                        break
-            pool += [(n, k) for n in dies[k] if n in poolable]
-        reused = set(self.reuse.values())
-        for k in range(len(steps)):
-            freed = [n for n in dies[k] if n not in reused]
-            if freed:
-                self.frees[k] = freed
+    steps: list[Step]
+    timeline: list[int]         # live bytes while each step runs
+    reuse: dict[str, str]       # new buffer → dead buffer whose memory it takes
+    frees: dict[int, list[str]]   # step → names to `del` after it
+    lifetimes: dict[str, tuple[int, int]]   # buffer → (first step, last step) it is used in
 
     @staticmethod
-    def _key(buf):
+    def _key(buf) -> tuple:
         """Memory is interchangeable when the element type and the storage size agree;
         the new buffer views it with its own size and strides."""
         lay = buf.layout
@@ -116,9 +115,57 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def _is_input(buf) -> bool:
-    from ..ir.nodes import InputBuffer
-    return isinstance(buf, InputBuffer)
+def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: set[str]) -> MemoryPlan:
+    """Lifetimes, frees at last use and pooled reuse for the wrapper's steps. `keep`: the
+    graph's outputs; `extern_inputs`: buffers an extern call's result may alias."""
+    reuse: dict[str, str] = {}
+    frees: dict[int, list[str]] = {}
+    last_use, first = {}, {}
+    for k, step in enumerate(steps):
+        for n in step.reads | step.defines:
+            last_use[n] = k
+            first.setdefault(n, k)
+    lifetimes = {n: (first[n], last_use[n]) for n in first}
+    size = {n: nbytes(get_buffer(n)) for n in first}
+    ours = {n for n in first if not isinstance(get_buffer(n), InputBuffer)}
+    allocated = {n for s in steps for n in s.allocs}
+    fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
+                    if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
+    lent = {src for st in steps for src in st.inplace.values()}   # memory passed on in place
+    inplace_outs = {out for st in steps for out in st.inplace}   # they own their source's memory now
+    poolable = (allocated | fresh_extern | inplace_outs) - keep - extern_inputs - lent
+    dies = {k: sorted(n for n in steps[k].reads | steps[k].defines
+                      if last_use[n] == k and n not in keep) for k in range(len(steps))}
+    # 1. every buffer freed right after its last use: the timeline reuse must not exceed
+    timeline = []
+    live = 0
+    for k, step in enumerate(steps):
+        live += sum(size[n] for n in step.defines if n not in step.inplace)
+        timeline.append(live)   # the step runs with its inputs and outputs alive
+        live -= sum(size[n] for n in dies[k] if n in ours and n not in lent)
+    limit = max(timeline, default=0)
+    # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
+    #    keeping it alive until then never lifts the timeline above that peak
+    pool: list[tuple[str, int]] = []            # (dead buffer, step it died at)
+    for k, step in enumerate(steps):
+        for name in step.allocs:
+            key = MemoryPlan._key(get_buffer(name))
+            for entry in pool:
+                old, died = entry
+                held = range(died + 1, k)
+                if MemoryPlan._key(get_buffer(old)) == key and all(timeline[j] + size[old] <= limit for j in held):
+                    for j in held:
+                        timeline[j] += size[old]
+                    reuse[name] = old
+                    pool.remove(entry)
+                    break
+        pool += [(n, k) for n in dies[k] if n in poolable]
+    reused = set(reuse.values())
+    for k in range(len(steps)):
+        freed = [n for n in dies[k] if n not in reused]
+        if freed:
+            frees[k] = freed
+    return MemoryPlan(steps, timeline, reuse, frees, lifetimes)
 
 
 def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:

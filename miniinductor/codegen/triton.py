@@ -46,7 +46,7 @@ reduction starts a new loop, as Inductor does for softmax). A pointwise group th
 writes memory transposed is *tiled* (`TritonKernel.for_group`, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis.
 
-Simplified: block sizes come from a small heuristic in runtime/triton_runtime.py (with
+Simplified: block sizes come from a small heuristic in codegen/policy.py (with
 `max_autotune`, a few are timed); no split reductions (but mix-order ones:
 triton_mix_order.py), block pointers, or bounds assertions on indirect indices; sizes are
 static, so `xnumel`/`rnumel` are constants in the kernel.
@@ -62,11 +62,11 @@ import torch
 
 from ..ir.indexing import index_vars, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.triton_runtime import (HELPERS, PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2,
-                                      reduces_columns, tile_sizes)
+from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
 from .common import CSE, BlockKernel, IndentedBuffer, KernelArgs, canonical_len
 from .cpp import MissingStore
+from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
 from .triton_overrides import (  # noqa: F401  (TritonOverrides: re-exported for readers)
     TRITON_TYPE, LOW_PRECISION, compute_dtype, triton_literal, texpr, TritonOverrides, BOOL_RESULT, reduction_init, REDUCE_ROW, COMBINE)
 
@@ -96,8 +96,7 @@ class TritonKernel(BlockKernel):
         self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
         self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
         self.is_reduction = bool(self.reduction_ranges)
-        limit = getattr(config, "triton_persistent_reduction_max", PERSISTENT_REDUCTION_MAX)
-        self.persistent = self.is_reduction and self.rnumel <= limit and not tiled
+        self.persistent = self.is_reduction and self.rnumel <= PERSISTENT_REDUCTION_MAX and not tiled
         self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
         self.args = KernelArgs()
         self.cse = CSE(line_template="{var} = {expr}")
@@ -459,7 +458,7 @@ class TritonKernel(BlockKernel):
 
     # ------------------------------------------------------------------ block sizes
     def is_outer_reduction(self) -> bool:
-        """Summing columns? (runtime/triton_runtime.py, `reduces_columns`)"""
+        """Summing columns? (codegen/policy.py, `reduces_columns`)"""
         return reduces_columns(self.load_strides)
 
     def autotune_candidates(self, blocks) -> list[dict]:
@@ -476,7 +475,7 @@ class TritonKernel(BlockKernel):
         return found or [blocks]
 
     def block_sizes(self) -> dict:
-        """XBLOCK (and RBLOCK) and num_warps: runtime/triton_runtime.py's heuristic."""
+        """XBLOCK (and RBLOCK) and num_warps: codegen/policy.py's heuristic."""
         if self.tiled:
             return tile_sizes(self.xnumel, self.rnumel)
         return block_sizes(self.xnumel, self.rnumel if self.is_reduction else None,

@@ -43,8 +43,8 @@ from __future__ import annotations
 import torch
 
 from ..runtime.triton_runtime import cdiv, next_power_of_2
-from ..scheduler.fusion import MIX_ORDER_KINDS
 from ..virtualized import V
+from .policy import MIX_ORDER_KINDS
 from .triton import TritonKernel
 from .triton_overrides import COMBINE, TRITON_TYPE, compute_dtype, reduction_init
 

@@ -18,7 +18,7 @@ import torch
 from ..ir.nodes import Buffer, ComputedBuffer, MultiOutput, ReinterpretView
 from ..scheduler import FusedGroup
 from .common import IndentedBuffer
-from .memory_planning import MemoryPlan, Step, nbytes
+from .memory_planning import MemoryPlan, Step, may_alias, nbytes, plan_memory
 
 
 def pyrepr(value) -> str:
@@ -65,14 +65,6 @@ def _names_in(value) -> list[str]:
     return []
 
 
-def _may_alias(node) -> bool:
-    """Can this extern call's result share memory with an input? Its schema says so."""
-    if isinstance(node, MultiOutput):
-        return _may_alias(node.parent)
-    schema = getattr(node.op, "_schema", None)
-    return schema is None or any(r.alias_info is not None for r in schema.returns)
-
-
 class WrapperCodeGen:
     def __init__(self, graph, scheduler, kernels: dict, backend: str, config, inplace=None):
         self.graph, self.scheduler = graph, scheduler
@@ -101,7 +93,7 @@ class WrapperCodeGen:
             else:
                 node = item.node
                 step = Step(f"extern {node.get_name()}", [], set(self._extern_reads(node)), {node.get_name()},
-                            may_alias=_may_alias(node))
+                            may_alias=may_alias(node))
                 steps.append((step, self._extern_lines(node)))
         return steps
 
@@ -111,7 +103,7 @@ class WrapperCodeGen:
     def memory_plan(self) -> MemoryPlan:
         steps = [s for s, _ in self._steps()]
         extern_inputs = {n for s in steps if s.may_alias for n in s.reads}
-        return MemoryPlan(steps, self.graph.get_buffer, set(_names_in(list(self.graph.outputs))), extern_inputs)
+        return plan_memory(steps, self.graph.get_buffer, set(_names_in(list(self.graph.outputs))), extern_inputs)
 
     def _alloc(self, buf: ComputedBuffer, plan: MemoryPlan) -> str:
         lay = buf.layout
@@ -168,8 +160,8 @@ class WrapperCodeGen:
     def _output_expr(self, value) -> str:
         return pyrepr(value)
 
-    def generate(self, record: bool = False) -> str:
-        """The wrapper module's source. record=True (debug/accuracy.py): after each step,
+    def generate(self, plan: MemoryPlan, record: bool = False) -> str:
+        """The wrapper module's source, freeing and reusing as `plan` says. record=True (debug/accuracy.py): after each step,
         `call` hands every buffer it defined to the module's `record(name, tensor)` (not
         those an in-place output of the same step has already written over)."""
         code = IndentedBuffer()
@@ -199,7 +191,6 @@ class WrapperCodeGen:
             for const in self.graph.constants:
                 code.writeline(f"{const} = constants[{const!r}]")
             steps = self._steps()
-            plan = self.plan = self.memory_plan()
             for k, (step, lines) in enumerate(steps):
                 code.writelines(self._alloc(self.graph.get_buffer(n), plan) for n in step.allocs)
                 code.writelines(lines)

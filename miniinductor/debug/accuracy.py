@@ -38,11 +38,13 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from ..compile_fx import collect_compiled, load_wrapper
+from ..compile_fx import compile as mi_compile
 from ..ir.interpreter import evaluate_buffer, run_extern
 from ..ir.nodes import Buffer, ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, StorageBox
 from ..scheduler import FusedGroup
 from ..virtualized import V
 from .compare import _copy_inputs, max_abs_error
+from .report import write_report
 
 LEVELS = ("fusion", "fallback", "float64")
 #: float32 keeps ~7 digits; accumulation order or TF32 (10-bit mantissa) changes the last
@@ -138,7 +140,6 @@ class AccuracyReport:
         return out
 
     def write_report(self, path, **kwargs):
-        from .report import write_report
         kwargs.setdefault("title", "miniinductor debug_accuracy: " + str(self).splitlines()[1])
         return write_report(self.graphs, path, buffer_errors=self.buffer_errors(), **kwargs)
 
@@ -189,7 +190,6 @@ def run_fn(fn, inputs, backward: bool, seed: int = 0) -> list[torch.Tensor]:
 
 def _compiled_run(fn, inputs, backward, seed, options):
     """Run compiled; returns (results, [(CompiledGraph, args of its first call)])."""
-    from .. import compile as mi_compile
     first_args = {}
 
     def record_args(cg):
@@ -212,7 +212,7 @@ def _clone(args):
 def kernel_values(cg, args) -> dict[str, torch.Tensor]:
     """Every buffer `call` defines, as it stands right after the step that defines it."""
     with V.set_graph_handler(cg.graph):
-        source = cg.wrapper.generate(record=True)
+        source = cg.wrapper.generate(cg.plan, record=True)
     module, _ = load_wrapper(source)
     module.constants.update(cg.graph.constants)
     values = {}

@@ -90,7 +90,7 @@ class ExplainResult:
 
 
 def explain(fn, *example_inputs, **options) -> ExplainResult:
-    from .. import compile as mi_compile
+    from ..compile_fx import compile as mi_compile
 
     torch._dynamo.reset()
     with collect_compiled() as graphs:

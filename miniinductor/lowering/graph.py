@@ -5,7 +5,8 @@ an `InputBuffer`, each `call_function` node calls the op's lowering (registry.py
 when there is none, becomes an `ExternKernel` that calls ATen at run time; the output
 node realizes every returned value with the strides eager would give it.
 
-The graph's device (which decides C++ or Triton kernels) is read from every node's
+The graph's device (which, with `Config.cpu_backend`, picks the backend policy: C++ or
+Triton kernels, codegen/policy.py) is read from every node's
 `meta["val"]`, not only from the inputs: a graph may have none (`torch.arange(8,
 device="cuda") * 2`). Inductor tracks `device_types` the same way and can mix devices in
 one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
@@ -29,6 +30,8 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from .. import metrics
+from ..codegen.policy import BackendPolicy, policy_for
+from ..config import Config
 from ..ir.nodes import (SUPPORTED_DTYPES, Buffer, ComputedBuffer, ExternKernel, InputBuffer, IRNode,
                         Layout, Loops, MultiOutput, Pointwise, ReinterpretView, StorageBox, View,
                         strided_view_of, unwrap_buffer)
@@ -42,7 +45,7 @@ log = logging.getLogger("miniinductor")
 #: ops that every compiler leaves to a library (matmul, convolution, sorting...):
 #: falling back on them is the plan, so they are logged quietly.
 EXTERN_BY_DESIGN = {
-    "mm", "addmm", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
+    "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
     "_scaled_dot_product_flash_attention_for_cpu", "native_dropout", "rand", "randn",
     "bernoulli", "convolution_backward", "max_pool2d_with_indices", "scatter_add", "index_put",
 }
@@ -100,7 +103,8 @@ def graph_device(gm: torch.fx.GraphModule, example_inputs=()) -> torch.device:
 
 
 class GraphLowering(torch.fx.Interpreter):
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, config, name="graph"):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph",
+                 policy: BackendPolicy | None = None):
         super().__init__(gm)
         self.config = config
         self.name = name
@@ -113,6 +117,8 @@ class GraphLowering(torch.fx.Interpreter):
         self.node_values: dict[str, object] = {}   # FX node name → the IR value it lowered to
         self._node: torch.fx.Node | None = None
         self._device = graph_device(gm, example_inputs)
+        self.policy = policy or policy_for(self._device, config)   # what is backend-specific
+        self._by_name: dict[str, Buffer] = {}
 
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
@@ -136,22 +142,25 @@ class GraphLowering(torch.fx.Interpreter):
     def register_buffer(self, buf: Buffer) -> Buffer:
         buf.name = f"buf{len(self.buffers)}"
         self.buffers.append(buf)
+        self._by_name[buf.name] = buf
         return buf
 
     def get_buffer(self, name: str) -> Buffer:
+        """The input or buffer called `name`; KeyError if there is none."""
         if name in self.graph_inputs:
             return self.graph_inputs[name]
-        return next(b for b in self.buffers if b.name == name)
+        if name not in self._by_name:
+            raise KeyError(f"{self.name} has no buffer or input named {name!r}")
+        return self._by_name[name]
 
     def get_dtype(self, name: str) -> torch.dtype:
         return self.get_buffer(name).get_dtype()
 
     # ------------------------------------------------------------------ the interpreter
     def run(self):
-        from .reductions import split_reductions
+        """Lower every node (the passes after it are compile_fx.lower's)."""
         with V.set_graph_handler(self):
             super().run(*self.example_inputs)
-            split_reductions(self)
         return self
 
     def run_node(self, node):
@@ -214,15 +223,8 @@ class GraphLowering(torch.fx.Interpreter):
         return result
 
     def kernel_backend(self) -> str:
-        """Who writes this graph's kernels: 'triton' for GPU graphs; on the CPU, the
-        `cpu_backend` option ('cpp' or 'triton'). Lowering (matmul.py, `_expensive`) and the
-        scheduler (mix-order fusion) ask too, not only codegen."""
-        return "triton" if self._device.type == "cuda" else self.config.cpu_backend
-
-    def _stores_are_cheap(self) -> bool:
-        """In C++ kernels a row stored and read back in the next loop stays in cache (and the
-        output can be written in place over it); in Triton it would be a trip to global memory."""
-        return self.kernel_backend() == "cpp"
+        """Who writes this graph's kernels: 'cpp' or 'triton' (see codegen/policy.py)."""
+        return self.policy.name
 
     def _record_origins(self, result, args, created=()):
         """Tag the loop bodies this node produced (its result, and buffers its lowering
@@ -248,7 +250,7 @@ class GraphLowering(torch.fx.Interpreter):
         recorder = RecordingHandler()
         with V.set_ops_handler(recorder):
             node.inner_fn(index_vars("i", node.ranges))
-        transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if self._stores_are_cheap() else 0
+        transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if self.policy.stores_are_cheap else 0
         return (len({d.name for d in recorder.reads}) > self.config.realize_reads_threshold
                 or recorder.op_count + TRANSCENDENTAL_COST * transcendental > self.config.realize_opcount_threshold)
 
@@ -301,9 +303,11 @@ class GraphLowering(torch.fx.Interpreter):
 
         def layout_of(t):
             return Layout(t.device, t.dtype, list(t.shape), list(t.stride()))
+        kernel = self.register_buffer(ExternKernel(None, layout_of(meta) if isinstance(meta, torch.Tensor) else None,
+                                                   target, args, kwargs, reason))
+        kernel.origins = list(self._node.meta.get("origins", kernel.origins))   # set by an FX pass
         if isinstance(meta, torch.Tensor):
-            return self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason))
-        kernel = self.register_buffer(ExternKernel(None, None, target, args, kwargs, reason))
+            return kernel
         if isinstance(meta, (list, tuple)):
             return tuple(self.register_buffer(MultiOutput(None, layout_of(t), kernel, i))
                          if isinstance(t, torch.Tensor) else None for i, t in enumerate(meta))

@@ -1,15 +1,22 @@
-"""addmm where kernels are Triton: a plain mm, with the bias add left to its readers.
+"""Two passes over the ATen graph before lowering, both about addmm (`bias + x @ w`).
 
-Mirrors `should_prefer_unfused_addmm` / `unfuse_bias_add_to_pointwise` in
+`unfuse_addmm` (where the policy asks: Triton kernels). Mirrors `should_prefer_unfused_addmm` / `unfuse_bias_add_to_pointwise` in
 `torch/_inductor/fx_passes/post_grad.py`. `addmm(b, x, w)` asks cuBLAS for its bias
 epilogue, whose kernels come in fewer tile shapes: on an H100 the GPT-2 block's QKV and
 output projections ran a 64x64-tile kernel (~30 TFLOP/s) where the plain `mm` gets a
 128x128 one (~40). When every reader of the result is pointwise (looking through views),
-the `+ b` costs nothing more inlined into the kernel that reads the product anyway.
+`addmm` becomes `mm` + `add`: the `+ b` costs nothing more inlined into the kernel that
+reads the product anyway.
 
 Simplified: Inductor decides on the GPU only; we decide wherever our kernels are Triton
-(the GPU, and `cpu_backend="triton"`, so that CI runs the same lowering), and the bias
+(the GPU, and `cpu_backend="triton"`, so that CI runs the same pass), and the bias
 add rounds the product once more in float16/bfloat16, as Inductor's does.
+
+`addmm_activation`: `gelu(addmm(b, x, w))` or `relu(...)`, the addmm read by nothing else,
+becomes one BLAS call that applies the activation (`aten._addmm_activation`), as
+Inductor's `fx_passes/post_grad.py` does, instead of a separate pass over the result. Its
+GELU is the exact (erf) one on the CPU and the tanh approximation on CUDA, so only the
+matching `gelu` is folded in.
 """
 from __future__ import annotations
 
@@ -17,9 +24,10 @@ import operator
 
 import torch
 
-from ..virtualized import V
-from .pointwise import KIND, getattr_op, make_pointwise, promote
-from .registry import aten, register_lowering
+from ..codegen.policy import BackendPolicy
+from ..config import Config
+from ..ir.nodes import SUPPORTED_DTYPES
+from .registry import aten
 
 #: ops that only re-view their input: look through them to the real readers
 VIEW_LIKE = {operator.getitem, aten._unsafe_view.default, aten.reshape.default}
@@ -39,13 +47,61 @@ def only_pointwise_readers(node: torch.fx.Node) -> bool:
     return True
 
 
-@register_lowering(aten.addmm)
-def addmm(bias, mat1, mat2, beta=1, alpha=1):
-    graph = V.graph
-    if graph.kernel_backend() != "triton":
-        raise NotImplementedError("one BLAS call with its bias epilogue (C++ kernels)")
-    if beta != 1 or alpha != 1 or not only_pointwise_readers(graph.current_fx_node()):
-        raise NotImplementedError("one BLAS call: a reader is not pointwise")
-    product = graph.fallback(aten.mm.default, (mat1, mat2), {}, "matmul; its bias is added by its readers")
-    compute, out = promote((product, bias), KIND.DEFAULT)
-    return make_pointwise(getattr_op("add"), (product, bias), compute, out)
+def left_to_aten(node: torch.fx.Node, config: Config) -> bool:
+    """Would lowering run `node` as an ATen call whatever its lowering (the fallback options,
+    or a dtype our kernels lack; GraphLowering._unsupported_reason)? Then no pass touches it."""
+    values = [node.meta.get("val")] + [n.meta.get("val") for n in node.all_input_nodes]
+    return (config.fallback_all or str(node.target) in config.fallback_ops
+            or any(isinstance(v, torch.Tensor) and v.dtype not in SUPPORTED_DTYPES for v in values))
+
+
+def unfuse_addmm(gm: torch.fx.GraphModule, policy: BackendPolicy, config: Config) -> int:
+    """Rewrite, in place, each `addmm(b, x, w)` (beta = alpha = 1) read only pointwise into
+    `mm(x, w) + b`. Returns how many it rewrote."""
+    if not policy.unfuse_addmm:
+        return 0
+    found = [n for n in gm.graph.nodes if n.target is aten.addmm.default and len(n.args) == 3
+             and n.kwargs.get("beta", 1) == 1 and n.kwargs.get("alpha", 1) == 1 and only_pointwise_readers(n)
+             and not left_to_aten(n, config)]
+    for node in found:
+        bias, mat1, mat2 = node.args
+        with gm.graph.inserting_before(node):
+            product = gm.graph.call_function(aten.mm.default, (mat1, mat2))
+            total = gm.graph.call_function(aten.add.Tensor, (product, bias))
+        product.meta = total.meta = dict(node.meta)   # same size, strides and dtype as the addmm
+        node.replace_all_uses_with(total)
+        gm.graph.erase_node(node)
+    if found:
+        gm.recompile()
+    return len(found)
+
+
+#: _addmm_activation's GELU: exact (erf) on the CPU, the tanh approximation on CUDA
+ADDMM_GELU = {"cpu": "none", "cuda": "tanh"}
+
+
+def addmm_activation(gm: torch.fx.GraphModule, config: Config) -> int:
+    """Rewrite, in place, each `gelu(addmm(...))` / `relu(addmm(...))` whose addmm (no beta
+    or alpha) has no other reader into `_addmm_activation`. Returns how many it rewrote.
+    The new node keeps the addmm's place and both ops as its origins (meta["origins"])."""
+    found = []
+    for node in gm.graph.nodes:
+        mm = node.args[0] if node.target in (aten.gelu.default, aten.relu.default) else None
+        if not (isinstance(mm, torch.fx.Node) and mm.target is aten.addmm.default
+                and len(mm.users) == 1 and not mm.kwargs and isinstance(mm.meta.get("val"), torch.Tensor)
+                and not left_to_aten(node, config)):
+            continue
+        approximate = node.kwargs.get("approximate", node.args[1] if len(node.args) > 1 else "none")
+        if node.target is aten.relu.default or ADDMM_GELU.get(mm.meta["val"].device.type) == approximate:
+            found.append((mm, node))
+    for mm, act in found:
+        with gm.graph.inserting_before(mm):
+            fused = gm.graph.call_function(aten._addmm_activation.default, mm.args,
+                                           {"use_gelu": act.target is aten.gelu.default})
+        fused.meta = dict(act.meta, origins=[str(mm.target), str(act.target)])
+        act.replace_all_uses_with(fused)
+        gm.graph.erase_node(act)
+        gm.graph.erase_node(mm)
+    if found:
+        gm.recompile()
+    return len(found)

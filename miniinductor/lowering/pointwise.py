@@ -274,32 +274,8 @@ def prims_div(a, b):
     return make_pointwise(getattr_op("truediv"), (a, b), compute, out)  # ops.truediv is C's `/`
 
 
-#: _addmm_activation's GELU: exact (erf) on the CPU, the tanh approximation on CUDA
-_ADDMM_GELU = {"cpu": "none", "cuda": "tanh"}
-
-
-def _as_addmm_epilogue(x, activation: str):
-    """`gelu(addmm(b, x, w))` / `relu(...)` with no other reader of the addmm: let the BLAS
-    call apply the activation (aten._addmm_activation), as Inductor does, instead of a
-    separate pass over the result. Returns the rewritten extern buffer, or None."""
-    from ..ir.nodes import ExternKernel
-    producer = V.graph.current_input_node(0)
-    if (not isinstance(x, ExternKernel) or x.op is not aten.addmm.default or producer is None
-            or len(producer.users) != 1 or x.kwargs):
-        return None
-    if activation != "relu" and _ADDMM_GELU.get(x.get_device().type) != activation:
-        return None
-    x.op = aten._addmm_activation.default
-    x.kwargs = {"use_gelu": activation != "relu"}
-    x.origins.append(str(V.graph.current_target()))
-    return x
-
-
 @register_lowering(aten.gelu)
 def gelu(x, approximate="none"):
-    fused = _as_addmm_epilogue(x, approximate)
-    if fused is not None:
-        return fused
     compute = torch.float32 if x.get_dtype() in (torch.float16, torch.bfloat16) else x.get_dtype()
 
     def fn(v):
@@ -316,7 +292,4 @@ def gelu(x, approximate="none"):
 
 @register_lowering(aten.relu)
 def relu(x):
-    fused = _as_addmm_epilogue(x, "relu")
-    if fused is not None:
-        return fused
     return make_pointwise(getattr_op("relu"), (x,), x.get_dtype(), size=x.get_size())

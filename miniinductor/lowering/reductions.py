@@ -12,8 +12,8 @@ big tensor is a single row -- would run as a handful of programs on a GPU; a col
 reduction with long columns (the bias gradient `grad.sum(0)`: 768 columns of 2048 rows)
 would read memory in narrow, wasteful pieces. Either is cut in two: a first reduction
 computes `split` partial results per output, each over one chunk of the row, in
-parallel; a second, small one combines them. `reduction_splits` decides
-how many; `split_reductions` is the pass, run at the end of lowering. The C++ kernels
+parallel; a second, small one combines them. `reduction_splits` (codegen/policy.py) decides
+how many; `split_reductions` is the pass, run after lowering (compile_fx.lower). The C++ kernels
 parallelise their outer loop instead and are not split.
 """
 from __future__ import annotations
@@ -23,10 +23,10 @@ import math
 import sympy
 import torch
 
+from ..codegen.policy import reduces_columns, reduction_splits
 from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
 from ..ops_handler import RecordingHandler
-from ..runtime.triton_runtime import PERSISTENT_REDUCTION_MAX, block_sizes, cdiv, next_power_of_2, reduces_columns
 from ..virtualized import V, ops
 from .pointwise import make_pointwise
 from .registry import aten, prims, register_lowering
@@ -69,45 +69,6 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None)
 
 
 # ----------------------------------------------------------------------------- split reductions
-#: no split below this many elements read: the second launch would cost more than it saves
-SPLIT_MIN_NUMEL = 2**18
-#: a row reduction that runs as fewer programs than this is split ...
-SPLIT_MIN_PROGRAMS = 32
-#: ... into enough pieces for about this many programs, each piece at least SPLIT_MIN_CHUNK long
-SPLIT_TARGET_PROGRAMS, SPLIT_MIN_CHUNK = 128, 1024
-#: a column reduction is split into chunks of this many rows (Inductor's choice for a bias gradient)
-OUTER_CHUNK = 128
-
-
-def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
-    """Into how many pieces to cut each row of a reduction (1: do not split).
-
-    Block sizes come from runtime/triton_runtime.py. A row reduction runs `xnumel / XBLOCK`
-    programs; with fewer than SPLIT_MIN_PROGRAMS -- a full sum is one -- most of an H100's
-    132 SMs sit idle, so the row is cut into pieces that bring the count to about
-    SPLIT_TARGET_PROGRAMS. A column reduction (`outer`) loads XBLOCK neighbouring columns
-    per row: fewer than 32 float32 (128 bytes) waste most of each memory transaction, as a
-    persistent block of long columns must (768 x 2048: blocks 2 columns wide, 30% of the
-    bandwidth); it is cut into OUTER_CHUNK-row chunks, whose blocks are 32 columns wide.
-    Splits are powers of two that divide `rnumel`."""
-    if xnumel * rnumel < SPLIT_MIN_NUMEL:
-        return 1
-    blocks = block_sizes(xnumel, rnumel, rnumel <= PERSISTENT_REDUCTION_MAX, outer)
-    programs = cdiv(xnumel, blocks["XBLOCK"])
-    largest = lambda n: next_power_of_2(n + 1) // 2   # noqa: E731  (the largest power of 2 <= n)
-    if outer:
-        if blocks["XBLOCK"] >= 32 and programs >= SPLIT_MIN_PROGRAMS:
-            return 1
-        split = largest(rnumel // OUTER_CHUNK)
-    else:
-        if programs >= SPLIT_MIN_PROGRAMS:
-            return 1
-        split = min(next_power_of_2(cdiv(SPLIT_TARGET_PROGRAMS, programs)), largest(rnumel // SPLIT_MIN_CHUNK))
-    while split > 1 and rnumel % split:
-        split //= 2
-    return max(split, 1)
-
-
 def _unflatten(flat, sizes) -> list:
     """The digits of a flat index in a shape: [flat // (b*c), (flat // c) % b, flat % c]."""
     digits, stride = [], math.prod(sizes)
@@ -138,7 +99,7 @@ def _recorded_loads(node: Reduction) -> tuple[set[str], list[tuple]]:
 
 
 def split_reductions(graph) -> None:
-    """Pass over a lowered graph (Triton kernels only): cut each reduction that
+    """Pass over a lowered graph (where the policy splits: Triton kernels): cut each reduction that
     `reduction_splits` says runs as too few programs into partial[s, *x] = reduce(chunk s
     of row x) and out[x] = reduce(partial[:, x]). The output buffer keeps its name; the
     partial one (float32 for float16/bfloat16 sums) is stored just before it.
@@ -146,9 +107,9 @@ def split_reductions(graph) -> None:
     A column reduction that the scheduler's mix-order pass may pair with a row reduction
     of the same input (one that another reduction also reads, and big enough) is left whole:
     the mix-order kernel reads that input once for both."""
-    if graph.kernel_backend() != "triton":
+    policy = graph.policy
+    if not policy.split_reductions:
         return
-    config = graph.config
     reductions = [b for b in graph.buffers if isinstance(b, ComputedBuffer) and isinstance(b.data, Reduction)]
     loads = {b.name: _recorded_loads(b.data) for b in reductions}   # name → (buffers loaded, strides)
     for buf in reductions:
@@ -159,7 +120,7 @@ def split_reductions(graph) -> None:
         outer = reduces_columns(strides)
         xnumel, rnumel = math.prod(node.ranges), math.prod(node.reduction_ranges)
         shared = any(names & others for other, (others, _) in loads.items() if other != buf.name)
-        if outer and shared and config.mix_order_reduction and xnumel * rnumel >= config.mix_order_min_numel:
+        if outer and shared and policy.mix_order_reduction and xnumel * rnumel >= policy.mix_order_min_numel:
             continue
         split = reduction_splits(xnumel, rnumel, outer)
         if split > 1:

@@ -2,8 +2,9 @@
 
 Mirrors the `lowerings` dict and `register_lowering` in `torch/_inductor/lowering.py`.
 A lowering receives IR nodes for tensor arguments and plain Python values for the rest,
-and returns an IR node (or a tuple of them). Ops missing from the table run as an
-`ExternKernel` (see `lowering/fallback.py`).
+and returns an IR node (or a tuple of them). Ops missing from the table (or whose
+lowering raises NotImplementedError) run as an `ExternKernel` (`GraphLowering.fallback`
+in graph.py).
 """
 from __future__ import annotations
 

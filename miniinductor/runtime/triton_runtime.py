@@ -1,8 +1,9 @@
-"""Triton at run time: helper functions, block-size heuristics, libdevice, a module loader.
+"""Triton at run time: helper functions, libdevice, autotuning, launching, a module loader.
 
 Mirrors, in small, `torch/_inductor/runtime/triton_helpers.py` (the @triton.jit helpers
 kernels call, and the `libdevice` import that works across Triton versions),
-`runtime/triton_heuristics.py` (block sizes and warps from the sizes; no autotuning here)
+`runtime/triton_heuristics.py` (timing block-size candidates, the launcher; the block-size
+rules themselves are the backend policy's, codegen/policy.py)
 and `codecache.py`'s PyCodeCache (write a module to disk and import it: `@triton.jit`
 reads its function's source with `inspect`, which a string passed to `exec` does not have).
 
@@ -16,10 +17,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
+
+from .cpp_builder import write_source
 
 
 def interpreting() -> bool:
@@ -35,54 +41,7 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# --------------------------------------------------------------------------- heuristics
-#: the longest reduction computed in one block, the whole row at once (persistent)
-PERSISTENT_REDUCTION_MAX = 4096
-#: elements one program handles at a time (XBLOCK * RBLOCK)
-MAX_BLOCK_NUMEL = 4096
-
-
-def block_sizes(xnumel: int, rnumel: int | None, persistent: bool, outer: bool) -> dict:
-    """XBLOCK, RBLOCK (reductions only) and num_warps for a kernel, from its sizes alone.
-
-    Pointwise: 1024 elements a program, 4 warps (8 elements a thread: wide loads).
-    Persistent reduction: RBLOCK covers the row; XBLOCK rows fill MAX_BLOCK_NUMEL.
-    Looped reduction along contiguous memory (a row sum): one row a program, RBLOCK 2048.
-    Looped "outer" reduction (a column sum, contiguous along x): a few columns a program
-    so that the grid still fills the GPU, and RBLOCK rows of them at a time."""
-    xblock_max = next_power_of_2(max(xnumel, 1))
-    if rnumel is None:
-        xblock = min(1024, xblock_max)
-        return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 256))}
-    rblock_full = next_power_of_2(max(rnumel, 1))
-    if persistent:
-        rblock = rblock_full
-        xblock = min(xblock_max, max(1, MAX_BLOCK_NUMEL // rblock), 64)
-    elif outer:
-        xblock = min(xblock_max, max(8, min(64, next_power_of_2(xnumel // 256))))
-        rblock = min(rblock_full, max(1, MAX_BLOCK_NUMEL // xblock))
-    else:
-        xblock, rblock = 1, min(rblock_full, 2048)
-    return {"XBLOCK": xblock, "RBLOCK": rblock,
-            "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
-
-
-def reduces_columns(load_strides) -> bool:
-    """Is a reduction "outer" (summing columns)? True when most of its loads step 1 along x
-    and not along r, given each load's (x stride, r stride) at the innermost dims: then a
-    block should be wide in x and short in r, for coalesced loads."""
-    return sum(int(xs == 1 and rs != 1) - int(rs == 1) for xs, rs in load_strides) > 0
-
-
-def tile_sizes(xnumel: int, rnumel: int) -> dict:
-    """A tiled pointwise kernel: 64x64 tiles (smaller when a dim is), 4 warps; the second
-    grid dim is limited to 65535 programs, so its tile grows if it must."""
-    rblock = min(64, next_power_of_2(max(rnumel, 1)))
-    while cdiv(rnumel, rblock) > 65535:
-        rblock *= 2
-    return {"XBLOCK": min(64, next_power_of_2(max(xnumel, 1))), "RBLOCK": rblock, "num_warps": 4}
-
-
+# --------------------------------------------------------------------------- autotuning
 def autotune(launch, candidates: list[dict], on_gpu: bool = True) -> dict:
     """Time `launch(config)` for each candidate block configuration; return the fastest.
     (Kernels only write their outputs from their inputs, so launching them again is safe.)
@@ -155,9 +114,6 @@ def precompile_all(launchers, workers: int = 8) -> float:
     run). Inductor compiles in a pool of worker processes; threads are the small version.
     A kernel that fails here is compiled again, the usual way, at its first launch.
     Returns the seconds it took."""
-    import logging
-    import time
-    from concurrent.futures import ThreadPoolExecutor
 
     def one(launcher):
         try:
@@ -357,11 +313,6 @@ def patch_interpreter_comparisons():
     _interpreter_patched = True
 
 
-def cache_dir():
-    from .cpp_builder import cache_dir as _cache_dir
-    return _cache_dir()
-
-
 _loaded: dict[str, object] = {}
 
 
@@ -387,7 +338,6 @@ def load_module(source: str, prefix: str = "triton", interpret: bool | None = No
     mode_key = f"{key}:{int(interpreting())}"
     if mode_key in _loaded:
         return _loaded[mode_key]
-    from .cpp_builder import write_source
     path = write_source(source, prefix)
     module_name = f"miniinductor_{prefix}_{key}_{int(interpreting())}"
     spec = importlib.util.spec_from_file_location(module_name, path)

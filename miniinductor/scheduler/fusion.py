@@ -31,6 +31,8 @@ import math
 
 import torch
 
+from ..codegen.policy import MIX_ORDER_KINDS, MIX_ORDER_MIN_ROWS
+
 
 @dataclasses.dataclass
 class FusionDecision:
@@ -80,12 +82,6 @@ def shared_bytes(a, b, nbytes) -> int:
     a_touch = {d.name for n in a.nodes for d in n.reads + n.writes}
     b_reads = {d.name for n in b.nodes for d in n.reads}
     return sum(nbytes(name) for name in a_touch & b_reads)
-
-
-#: column reductions a mix-order kernel can finish (its partial rows are combined again)
-MIX_ORDER_KINDS = {"sum": "sum", "max": "amax", "min": "amin"}
-#: fewer rows than this: two plain kernels are as good
-MIX_ORDER_MIN_ROWS = 256
 
 
 def mix_order_problem(row, col, persistent_max: int, min_numel: int = 0) -> str | None:

@@ -7,13 +7,13 @@ Mirrors `torch/_inductor/scheduler.py`. Each buffer from lowering becomes a node
 *canonical* loop variables `c0, c1, ...` given to its non-1 dimensions, outer ones first,
 so that the indices of two nodes can be compared directly.
 
-Passes, in order (`Scheduler.__init__`):
-  1. `create_nodes`          one node per buffer, with its deps
-  2. `dead_code_elimination` drop buffers nobody reads and nobody returns
-  3. `fuse`                  rounds of pairwise fusion by score (fusion.py)
-  4. `fuse_mix_order`        a row and a column reduction of one input share a kernel
-                             (Triton kernels only; fusion.py)
-  5. `order`                 a topological order of the groups, close to the original
+`Scheduler(...)` builds one node per buffer, with its deps (`create_nodes`). The passes,
+which `compile_fx.schedule` calls in order:
+  1. `dead_code_elimination` drop buffers nobody reads and nobody returns
+  2. `fuse`                  rounds of pairwise fusion by score (fusion.py)
+  3. `fuse_mix_order`        a row and a column reduction of one input share a kernel
+                             (where the backend policy says so: Triton; fusion.py)
+  4. `order`                 a topological order of the groups, close to the original
 """
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ import math
 import networkx as nx
 import sympy
 
+from ..codegen.policy import BackendPolicy
+from ..config import Config
 from ..ir.indexing import simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
-from ..runtime.triton_runtime import PERSISTENT_REDUCTION_MAX
 from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, shared_bytes
 
 
@@ -126,7 +127,10 @@ class FusedGroup:
 
 
 class Scheduler:
-    def __init__(self, buffers, output_names: set[str], config, inputs=()):
+    """Built from lowering's buffers (one node each, with its deps); the passes are methods
+    that compile_fx.schedule calls in order."""
+
+    def __init__(self, buffers, output_names: set[str], config: Config, inputs=()):
         self.config = config
         self.output_names = set(output_names)
         self.nbytes = {b.get_name(): math.prod(b.get_size()) * b.get_dtype().itemsize
@@ -136,16 +140,11 @@ class Scheduler:
         for node in self.nodes:  # bytes each node reads and writes, counting each buffer once
             node.read_bytes = sum(self.nbytes.get(n, 0) for n in node.read_names())
             node.write_bytes = sum(self.nbytes.get(d.name, 0) for d in node.writes)
-        self.dead_code_elimination()
         self.groups: list = [FusedGroup([n]) if isinstance(n, SchedulerNode) else n for n in self.nodes]
         self.original_order = {id(g): k for k, g in enumerate(self.groups)}
-        if config.fusion:
-            self.fuse()
-            if config.mix_order_reduction and V.has_graph() and V.graph.kernel_backend() == "triton":
-                self.fuse_mix_order()
-        self.schedule = self.order()
-        for k, group in enumerate(g for g in self.schedule if isinstance(g, FusedGroup)):
-            group.kernel_name = f"kernel{k}"
+        self.schedule: list = []                   # set by `order`
+        self._readers: dict[str, list] = {}        # buffer → groups of the schedule that read it
+        self._deps: nx.DiGraph | None = None       # dependency graph of `groups`, until a merge
 
     # ------------------------------------------------------------------ passes
     @staticmethod
@@ -164,8 +163,11 @@ class Scheduler:
             used = {name for n in self.nodes for name in n.read_names()} | self.output_names
             alive = [n for n in self.nodes if not isinstance(n, SchedulerNode) or n.get_name() in used]
             if len(alive) == len(self.nodes):
-                return
+                break
             self.nodes = alive
+        alive = {id(n) for n in self.nodes}
+        self.groups = [g for g in self.groups if all(id(n) in alive for n in getattr(g, "nodes", [g]))]
+        self._deps = None
 
     def fuse(self):
         for _ in range(10):
@@ -207,9 +209,10 @@ class Scheduler:
         self.groups[self.groups.index(a)] = merged
         self.groups.remove(b)
         self.original_order[id(merged)] = min(self.original_order[id(a)], self.original_order[id(b)])
+        self._deps = None
         return merged
 
-    def fuse_mix_order(self):
+    def fuse_mix_order(self, policy: BackendPolicy):
         """Pair each row-reducing group with a column-reducing group over the same rows that
         shares its reads (the most bytes first): one kernel then reads the input once."""
         groups = [g for g in self.groups if isinstance(g, FusedGroup) and g.is_reduction]
@@ -222,7 +225,7 @@ class Scheduler:
             if score == 0 or id(a) in taken or id(b) in taken:
                 continue
             # either may be the one reducing columns: try a as the row group, then b
-            problems = [mix_order_problem(row, col, PERSISTENT_REDUCTION_MAX, self.config.mix_order_min_numel)
+            problems = [mix_order_problem(row, col, policy.persistent_reduction_max, policy.mix_order_min_numel)
                         for row, col in ((a, b), (b, a))]
             row, col = (a, b) if problems[0] is None or problems[1] is not None else (b, a)
             problem = problems[0] and problems[1]
@@ -253,6 +256,12 @@ class Scheduler:
         return shape, f"{kind}, loops {shape[0]}" + (f" x {shape[1]}" if shape[1] else "")
 
     def dependency_graph(self) -> nx.DiGraph:
+        """Edges writer → reader between the groups; built once per merge, not per query."""
+        if self._deps is None:
+            self._deps = self._build_dependency_graph()
+        return self._deps
+
+    def _build_dependency_graph(self) -> nx.DiGraph:
         writer = {}
         for g in self.groups:
             for name in self._written(g):
@@ -277,10 +286,19 @@ class Scheduler:
         return by_id[min(between, key=lambda k: self.original_order.get(k, 0))].get_name()
 
     def order(self) -> list:
+        """The schedule: a topological order of the groups, close to the original; kernels
+        are named in it (kernel0, kernel1, ...)."""
         graph = self.dependency_graph()
         by_id = {id(g): g for g in self.groups}
         ids = nx.lexicographical_topological_sort(graph, key=lambda k: self.original_order[k])
-        return [by_id[k] for k in ids]
+        self.schedule = [by_id[k] for k in ids]
+        for k, group in enumerate(g for g in self.schedule if isinstance(g, FusedGroup)):
+            group.kernel_name = f"kernel{k}"
+        self._readers = {}
+        for g in self.schedule:
+            for name in self._read(g):
+                self._readers.setdefault(name, []).append(g)
+        return self.schedule
 
     @staticmethod
     def _written(g):
@@ -297,7 +315,8 @@ class Scheduler:
         return sum(isinstance(item, FusedGroup) for item in self.schedule)
 
     def readers(self, name: str) -> list:
-        return [g for g in self.schedule if name in self._read(g)]
+        """The groups of the schedule that read `name`, in order."""
+        return self._readers.get(name, [])
 
     def __str__(self):
         return "\n".join(str(g) if isinstance(g, FusedGroup) else f"extern: {g.get_name()}"

@@ -1,0 +1,148 @@
+"""Backend policy: every choice that depends on who writes the kernels, made once per graph.
+
+C++ and Triton kernels want different things from the phases before codegen. The choice
+is taken once, from the graph's device and `Config.cpu_backend` (`policy_for`), held by
+`GraphLowering.policy` and read from there by lowering, the scheduler and codegen; no
+phase compares backend strings.
+
+    stores_are_cheap      C++: a row stored and read back by the next loop stays in cache,
+                          so a twice-read transcendental value is stored, not recomputed
+    unfuse_addmm          Triton: addmm read only pointwise → mm + a bias add its readers
+                          inline (lowering/matmul.py)
+    split_reductions      Triton: long rows or long columns cut in two (`reduction_splits`)
+    mix_order_reduction   Triton: a row and a column reduction of one input share a kernel
+    writes_in_place       C++: an output may be written over a dying input
+                          (codegen/memory_planning.py, `inplace_buffers`)
+    persistent_reduction_max  Triton: the longest row reduced in one block
+
+It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
+`tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
+reductions a mix-order kernel can finish (`MIX_ORDER_KINDS`, `MIX_ORDER_MIN_ROWS`).
+
+Mirrors the backend checks spread through `torch/_inductor`: `runtime/triton_heuristics.py`
+(block sizes; we do not autotune these heuristics' candidates), `ir.Reduction.num_splits`
+(`reduction_splits`, a simpler rule), `fx_passes/post_grad.should_prefer_unfused_addmm` and
+`config.triton.mix_order_reduction`. Leaves out: per-device tuning tables (SM count, shared
+memory); the numbers here are the H100's.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..config import Config
+from ..runtime.triton_runtime import cdiv, next_power_of_2
+
+#: the longest reduction computed in one block, the whole row at once (persistent)
+PERSISTENT_REDUCTION_MAX = 4096
+#: elements one program handles at a time (XBLOCK * RBLOCK)
+MAX_BLOCK_NUMEL = 4096
+#: column reductions a mix-order kernel can finish (its partial rows are combined again)
+MIX_ORDER_KINDS = {"sum": "sum", "max": "amax", "min": "amin"}
+#: fewer rows than this: two plain kernels are as good
+MIX_ORDER_MIN_ROWS = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendPolicy:
+    name: str                       # who writes the kernels: "cpp" or "triton"
+    stores_are_cheap: bool
+    unfuse_addmm: bool
+    split_reductions: bool
+    mix_order_reduction: bool
+    writes_in_place: bool           # an output may take a dying input's memory (C++ kernels)
+    mix_order_min_numel: int = 0
+    persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
+
+
+def policy_for(device: torch.device, config: Config) -> BackendPolicy:
+    """Triton for GPU graphs; on the CPU, `config.cpu_backend` ('cpp' or 'triton')."""
+    if device.type != "cuda" and config.cpu_backend == "cpp":
+        return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
+                             mix_order_reduction=False, writes_in_place=True)
+    return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
+                         mix_order_reduction=config.mix_order_reduction, writes_in_place=False,
+                         mix_order_min_numel=config.mix_order_min_numel)
+
+
+# --------------------------------------------------------------------------- Triton block sizes
+def block_sizes(xnumel: int, rnumel: int | None, persistent: bool, outer: bool) -> dict:
+    """XBLOCK, RBLOCK (reductions only) and num_warps for a kernel, from its sizes alone.
+
+    Pointwise: 1024 elements a program, 4 warps (8 elements a thread: wide loads).
+    Persistent reduction: RBLOCK covers the row; XBLOCK rows fill MAX_BLOCK_NUMEL.
+    Looped reduction along contiguous memory (a row sum): one row a program, RBLOCK 2048.
+    Looped "outer" reduction (a column sum, contiguous along x): a few columns a program
+    so that the grid still fills the GPU, and RBLOCK rows of them at a time."""
+    xblock_max = next_power_of_2(max(xnumel, 1))
+    if rnumel is None:
+        xblock = min(1024, xblock_max)
+        return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 256))}
+    rblock_full = next_power_of_2(max(rnumel, 1))
+    if persistent:
+        rblock = rblock_full
+        xblock = min(xblock_max, max(1, MAX_BLOCK_NUMEL // rblock), 64)
+    elif outer:
+        xblock = min(xblock_max, max(8, min(64, next_power_of_2(xnumel // 256))))
+        rblock = min(rblock_full, max(1, MAX_BLOCK_NUMEL // xblock))
+    else:
+        xblock, rblock = 1, min(rblock_full, 2048)
+    return {"XBLOCK": xblock, "RBLOCK": rblock,
+            "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
+
+
+def reduces_columns(load_strides) -> bool:
+    """Is a reduction "outer" (summing columns)? True when most of its loads step 1 along x
+    and not along r, given each load's (x stride, r stride) at the innermost dims: then a
+    block should be wide in x and short in r, for coalesced loads."""
+    return sum(int(xs == 1 and rs != 1) - int(rs == 1) for xs, rs in load_strides) > 0
+
+
+def tile_sizes(xnumel: int, rnumel: int) -> dict:
+    """A tiled pointwise kernel: 64x64 tiles (smaller when a dim is), 4 warps; the second
+    grid dim is limited to 65535 programs, so its tile grows if it must."""
+    rblock = min(64, next_power_of_2(max(rnumel, 1)))
+    while cdiv(rnumel, rblock) > 65535:
+        rblock *= 2
+    return {"XBLOCK": min(64, next_power_of_2(max(xnumel, 1))), "RBLOCK": rblock, "num_warps": 4}
+
+
+# --------------------------------------------------------------------------- Triton split reductions
+#: no split below this many elements read: the second launch would cost more than it saves
+SPLIT_MIN_NUMEL = 2**18
+#: a row reduction that runs as fewer programs than this is split ...
+SPLIT_MIN_PROGRAMS = 32
+#: ... into enough pieces for about this many programs, each piece at least SPLIT_MIN_CHUNK long
+SPLIT_TARGET_PROGRAMS, SPLIT_MIN_CHUNK = 128, 1024
+#: a column reduction is split into chunks of this many rows (Inductor's choice for a bias gradient)
+OUTER_CHUNK = 128
+
+
+def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
+    """Into how many pieces to cut each row of a reduction (1: do not split).
+
+    A row reduction runs `xnumel / XBLOCK` programs (`block_sizes`); with fewer than
+    SPLIT_MIN_PROGRAMS -- a full sum is one -- most of an H100's 132 SMs sit idle, so the
+    row is cut into pieces that bring the count to about SPLIT_TARGET_PROGRAMS. A column
+    reduction (`outer`) loads XBLOCK neighbouring columns per row: fewer than 32 float32
+    (128 bytes) waste most of each memory transaction, as a persistent block of long
+    columns must (768 x 2048: blocks 2 columns wide, 30% of the bandwidth); it is cut into
+    OUTER_CHUNK-row chunks, whose blocks are 32 columns wide. Splits are powers of two that
+    divide `rnumel`."""
+    if xnumel * rnumel < SPLIT_MIN_NUMEL:
+        return 1
+    blocks = block_sizes(xnumel, rnumel, rnumel <= PERSISTENT_REDUCTION_MAX, outer)
+    programs = cdiv(xnumel, blocks["XBLOCK"])
+    largest = lambda n: next_power_of_2(n + 1) // 2   # noqa: E731  (the largest power of 2 <= n)
+    if outer:
+        if blocks["XBLOCK"] >= 32 and programs >= SPLIT_MIN_PROGRAMS:
+            return 1
+        split = largest(rnumel // OUTER_CHUNK)
+    else:
+        if programs >= SPLIT_MIN_PROGRAMS:
+            return 1
+        split = min(next_power_of_2(cdiv(SPLIT_TARGET_PROGRAMS, programs)), largest(rnumel // SPLIT_MIN_CHUNK))
+    while split > 1 and rnumel % split:
+        split //= 2
+    return max(split, 1)
