@@ -256,6 +256,7 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
         holds = _all([inside, ops.gt(_int(ph * stride[0] - padding[0] + kernel[0]), _int(h)),
                       ops.gt(_int(pw * stride[1] - padding[1] + kernel[1]), _int(w))])
         divisor = _avg_divisor_2d((ph, pw), (H, W), kernel, stride, padding, count_include_pad, divisor_override)
+        divisor = ops.maximum(divisor, ops.constant(1, torch.int64))   # (0 only where `holds` is false)
         share = ops.truediv(ops.masked(holds, lambda: load_grad([*prefix, ph, pw]), 0.0), ops.to_dtype(divisor, dtype))
         return ops.where(holds, share, ops.constant(0.0, dtype))
     return _gather_windows(x, grad, stride, padding, counts, term)
