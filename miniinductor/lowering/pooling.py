@@ -36,8 +36,10 @@ MAX_UNROLL = 25
 
 
 def _pair(v, default=None):
-    v = default if (v is None or v == []) else v
-    return [v, v] if isinstance(v, int) else list(v) * (2 if len(v) == 1 else 1)
+    """An int or 1- or 2-list as [h, w]; None or an empty list (ATen's unset stride): default."""
+    if isinstance(v, int):
+        return [v, v]
+    return list(v) * (2 if len(v) == 1 else 1) if v else default
 
 
 def _params(kernel_size, stride, padding, dilation=1):
@@ -115,12 +117,11 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
                 valid = _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
                 value = _masked(valid, lambda: load([*prefix, ih, iw]), 0.0)
                 take = ops.logical_or(ops.gt(value, best), ops.ne(value, value))
-                if want_index:
+                if want_index:   # the first valid position is taken even if -inf (best stays -inf)
                     take = ops.logical_or(take, ops.lt(arg, ops.constant(0, torch.int64)))
-                    take = take if valid is None else ops.logical_and(valid, take)
+                take = take if valid is None else ops.logical_and(valid, take)
+                if want_index:
                     arg = ops.where(take, _int(ih * W + iw), arg)
-                else:
-                    take = take if valid is None else ops.logical_and(valid, take)
                 best = ops.where(take, value, best)
         return arg if want_index else best
 
@@ -140,34 +141,45 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
     """grad_input[h, w] = the sum of grad[ph, pw] over the windows whose saved index is h*W + w."""
     _float_only(x)
     kernel, stride, padding, dilation = _params(kernel_size, stride, padding, dilation)
-    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
-    counts = [_candidates(s, span) for s, span in zip(stride, spans)]
+    counts = [_candidates(s, (k - 1) * d + 1) for k, s, d in zip(kernel, stride, dilation)]
+    W = x.get_size()[-1]
+    load_index = indices.make_loader()
+
+    def term(prefix, h, w, ph, pw, inside, grad_at):
+        picked = ops.eq(ops.masked(inside, lambda: load_index([*prefix, ph, pw]), -1), _int(h * W + w))
+        return ops.where(picked, grad_at(inside), 0.0)
+    return _gather_windows(x, grad, counts, _last_windows(stride, padding), term)
+
+
+def _last_windows(stride, padding):
+    """The last window (along each dim) that may hold input position i: FloorDiv(i + pad, stride)."""
+    return [lambda i, d=d: FloorDiv(i + padding[d], stride[d]) for d in range(2)]
+
+
+def _gather_windows(x, grad, counts, last, term):
+    """grad_input as a gather: input position (h, w) sums `term(prefix, h, w, ph, pw, inside,
+    grad_at)` over the candidate windows ph in last[0](h) - counts[0] + 1 ... last[0](h) (pw
+    alike), in ascending order: the order eager's backward adds them in. `inside` is whether
+    (ph, pw) is an output position, `grad_at(mask)` loads grad there, where `mask` holds.
+    float16/bfloat16 gradients are summed in float32."""
     if math.prod(counts) > MAX_UNROLL:
-        raise NotImplementedError(f"more than {MAX_UNROLL} windows may pick one position")
-    *_, W = x.get_size()
-    load_grad, load_index = grad.make_loader(), indices.make_loader()
-    return _gather_windows(x, grad, stride, padding, counts, lambda prefix, h, w, ph, pw, inside: ops.where(
-        ops.eq(_masked(inside, lambda: load_index([*prefix, ph, pw]), -1), _int(h * W + w)),
-        _masked(inside, lambda: load_grad([*prefix, ph, pw]), 0.0), ops.constant(0.0, grad.get_dtype())))
-
-
-def _gather_windows(x, grad, stride, padding, counts, term, first=None):
-    """grad_input as a gather: input position (h, w) sums `term(...)` over the candidate
-    windows (ph, pw) in ascending order (the order eager's backward adds them in). `inside`
-    is whether (ph, pw) is an output position; `first(h)`, if given, the first candidate."""
+        raise NotImplementedError(f"more than {MAX_UNROLL} windows may hold one position")
     OH, OW = grad.get_size()[-2:]
-    dtype = grad.get_dtype()
-    first = first or [lambda h, d=d: FloorDiv(h + padding[d], stride[d]) for d in range(2)]
+    dtype, acc = grad.get_dtype(), _acc(grad.get_dtype())
+    load = grad.make_loader()
 
     def inner_fn(index):
         *prefix, h, w = index
-        total = ops.constant(0.0, dtype)
-        for jh in range(counts[0]):
-            for jw in range(counts[1]):
-                ph, pw = first[0](h) - (counts[0] - 1 - jh), first[1](w) - (counts[1] - 1 - jw)
-                inside = _all([_inside(ph, OH), _inside(pw, OW)])
-                total = ops.add(total, term(prefix, h, w, ph, pw, inside))
-        return total
+        total = ops.constant(0.0, acc)
+        for jh in reversed(range(counts[0])):
+            for jw in reversed(range(counts[1])):
+                ph, pw = last[0](h) - jh, last[1](w) - jw
+
+                def grad_at(mask, ph=ph, pw=pw):
+                    value = ops.masked(mask, lambda: load([*prefix, ph, pw]), 0.0)
+                    return value if acc == dtype else ops.to_dtype(value, acc)
+                total = ops.add(total, term(prefix, h, w, ph, pw, _all([_inside(ph, OH), _inside(pw, OW)]), grad_at))
+        return total if acc == dtype else ops.to_dtype(total, dtype)
     return _box(x, dtype, inner_fn, x.get_size())
 
 
@@ -245,21 +257,18 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
     """grad_input[h, w] = the sum of grad[ph, pw] / divisor(ph, pw) over the windows holding (h, w)."""
     _float_only(x)
     kernel, stride, padding, divisor_override = _avg_args(kernel_size, stride, padding, divisor_override)
-    counts = [_candidates(s, k) for s, k in zip(stride, kernel)]
-    if math.prod(counts) > MAX_UNROLL:
-        raise NotImplementedError(f"more than {MAX_UNROLL} windows may hold one position")
     H, W = x.get_size()[-2:]
-    load_grad, dtype = grad.make_loader(), grad.get_dtype()
+    acc = _acc(grad.get_dtype())
 
-    def term(prefix, h, w, ph, pw, inside):
+    def term(prefix, h, w, ph, pw, inside, grad_at):
         # a candidate holds (h, w) if its window reaches it: ph*s - p + k > h
         holds = _all([inside, ops.gt(_int(ph * stride[0] - padding[0] + kernel[0]), _int(h)),
                       ops.gt(_int(pw * stride[1] - padding[1] + kernel[1]), _int(w))])
         divisor = _avg_divisor_2d((ph, pw), (H, W), kernel, stride, padding, count_include_pad, divisor_override)
         divisor = ops.maximum(divisor, ops.constant(1, torch.int64))   # (0 only where `holds` is false)
-        share = ops.truediv(ops.masked(holds, lambda: load_grad([*prefix, ph, pw]), 0.0), ops.to_dtype(divisor, dtype))
-        return ops.where(holds, share, ops.constant(0.0, dtype))
-    return _gather_windows(x, grad, stride, padding, counts, term)
+        return ops.where(holds, ops.truediv(grad_at(holds), ops.to_dtype(divisor, acc)), 0.0)
+    return _gather_windows(x, grad, [_candidates(s, k) for s, k in zip(stride, kernel)],
+                           _last_windows(stride, padding), term)
 
 
 # ----------------------------------------------------------------------------- adaptive average pooling
@@ -306,23 +315,18 @@ def adaptive_avg_pool2d(x, output_size):
 @register_lowering(aten._adaptive_avg_pool2d_backward)
 def adaptive_avg_pool2d_backward(grad, x):
     """grad_input[h, w] = the sum of grad[oh, ow] / kh / kw over the windows holding (h, w):
-    output rows floor(h*OH/H) onwards, while their window starts at or before h."""
+    those from oh = floor(h*OH/H) on whose window starts at or before h."""
     _float_only(x)
     H, W = x.get_size()[-2:]
     OH, OW = grad.get_size()[-2:]
-    first = [lambda h: FloorDiv(h * OH, H), lambda w: FloorDiv(w * OW, W)]
     counts = [max(sum(1 for o in range(m) if _start(o, m, n) <= i < _end(o, m, n)) for i in range(n))
               for n, m in ((H, OH), (W, OW))]
-    if math.prod(counts) > MAX_UNROLL:
-        raise NotImplementedError(f"more than {MAX_UNROLL} windows may hold one position")
-    load_grad, dtype = grad.make_loader(), grad.get_dtype()
-    # _gather_windows counts back from its `first`; ours counts forward from floor(h*OH/H)
-    first = [lambda h, f=f, c=c: f(h) + c - 1 for f, c in zip(first, counts)]
+    last = [lambda h: FloorDiv(h * OH, H) + counts[0] - 1, lambda w: FloorDiv(w * OW, W) + counts[1] - 1]
+    acc = _acc(grad.get_dtype())
 
-    def term(prefix, h, w, oh, ow, inside):
+    def term(prefix, h, w, oh, ow, inside, grad_at):
         holds = _all([inside, ops.le(_int(_start(oh, OH, H)), _int(h)), ops.le(_int(_start(ow, OW, W)), _int(w))])
         kh, kw = _adaptive_divisor([oh, ow], (H, W), (OH, OW))
-        g = ops.masked(holds, lambda: load_grad([*prefix, oh, ow]), 0.0)
-        share = ops.truediv(ops.truediv(g, ops.to_dtype(kh, dtype)), ops.to_dtype(kw, dtype))
-        return ops.where(holds, share, ops.constant(0.0, dtype))
-    return _gather_windows(x, grad, None, None, counts, term, first)
+        share = ops.truediv(ops.truediv(grad_at(holds), ops.to_dtype(kh, acc)), ops.to_dtype(kw, acc))
+        return ops.where(holds, share, 0.0)
+    return _gather_windows(x, grad, counts, last, term)
