@@ -143,11 +143,11 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
     kernel, stride, padding, dilation = _params(kernel_size, stride, padding, dilation)
     counts = [_candidates(s, (k - 1) * d + 1) for k, s, d in zip(kernel, stride, dilation)]
     W = x.get_size()[-1]
-    load_index = indices.make_loader()
+    load_index, acc = indices.make_loader(), _acc(grad.get_dtype())
 
     def term(prefix, h, w, ph, pw, inside, grad_at):
         picked = ops.eq(ops.masked(inside, lambda: load_index([*prefix, ph, pw]), -1), _int(h * W + w))
-        return ops.where(picked, grad_at(inside), 0.0)
+        return ops.where(picked, grad_at(inside), ops.constant(0.0, acc))
     return _gather_windows(x, grad, counts, _last_windows(stride, padding), term)
 
 
@@ -266,7 +266,7 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
                       ops.gt(_int(pw * stride[1] - padding[1] + kernel[1]), _int(w))])
         divisor = _avg_divisor_2d((ph, pw), (H, W), kernel, stride, padding, count_include_pad, divisor_override)
         divisor = ops.maximum(divisor, ops.constant(1, torch.int64))   # (0 only where `holds` is false)
-        return ops.where(holds, ops.truediv(grad_at(holds), ops.to_dtype(divisor, acc)), 0.0)
+        return ops.where(holds, ops.truediv(grad_at(holds), ops.to_dtype(divisor, acc)), ops.constant(0.0, acc))
     return _gather_windows(x, grad, [_candidates(s, k) for s, k in zip(stride, kernel)],
                            _last_windows(stride, padding), term)
 
@@ -328,5 +328,5 @@ def adaptive_avg_pool2d_backward(grad, x):
         holds = _all([inside, ops.le(_int(_start(oh, OH, H)), _int(h)), ops.le(_int(_start(ow, OW, W)), _int(w))])
         kh, kw = _adaptive_divisor([oh, ow], (H, W), (OH, OW))
         share = ops.truediv(ops.truediv(grad_at(holds), ops.to_dtype(kh, acc)), ops.to_dtype(kw, acc))
-        return ops.where(holds, share, 0.0)
+        return ops.where(holds, share, ops.constant(0.0, acc))
     return _gather_windows(x, grad, counts, last, term)
