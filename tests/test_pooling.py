@@ -124,6 +124,19 @@ def test_adaptive_avg_pool2d(size, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_pooling_bfloat16_channels_last(backend):
+    """bfloat16 (sums and gradient shares in float32, rounded once: a bfloat16 ulp or two
+    from eager, which rounds after each add) and a channels-last input (the loads follow
+    its strides)."""
+    def fn(x):
+        return (F.max_pool2d(x, 3, 2, 1) + F.avg_pool2d(x, 3, 2, 1, count_include_pad=False)
+                + F.adaptive_avg_pool2d(x, (5, 5)))
+    x = torch.randn(2, 3, 9, 10).to(torch.bfloat16)
+    check_forward_backward(fn, x, backend, dict(rtol=1.6e-2, atol=1e-2))
+    check_forward_backward(fn, x.float().to(memory_format=torch.channels_last), backend, AVG_TOL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_batch_norm(training, backend):
     """nn.BatchNorm2d: the output, the gradients of the input, weight and bias, and (in
