@@ -120,7 +120,7 @@ def _foldable(node, values) -> bool:
 
 
 #: conv(x, W, b) <op> c, for c a constant per output channel: the new weight and bias
-#: (`c` shaped [C_out, 1, ...] for W, [C_out] for b; `other` is c on the left: c - conv)
+#: (`c` shaped [C_out, 1, ...] for W, [C_out] for b). Only conv <op> c, or c + conv, c * conv.
 _BINARY_FOLDS = {
     aten.mul.Tensor: lambda w, b, cw, cb: (w * cw, b * cb),
     aten.div.Tensor: lambda w, b, cw, cb: (w / cw, b / cb),
@@ -146,12 +146,12 @@ def fold_conv_binary(gm: torch.fx.GraphModule) -> int:
                 and len(conv.users) == 1 and not conv.args[6] and const in values
                 and conv.args[1] in values and conv.args[2] in (None, *values)):
             continue   # (args[6]: a transposed convolution keeps its output channels in W's dim 1)
-        weight, c = values[conv.args[1]], values[const]
+        weight, c, out = values[conv.args[1]], values[const], node.meta.get("val")
         bias = values[conv.args[2]] if conv.args[2] is not None else weight.new_zeros(weight.shape[0])
         channel = weight.dim() - 2   # the output's channel dim, counted from the right
-        per_channel = (c.dim() <= weight.dim() and c.numel() in (1, weight.shape[0])
+        per_channel = (isinstance(c, torch.Tensor) and c.dim() <= weight.dim() and c.numel() in (1, weight.shape[0])
                        and all(n == 1 for k, n in enumerate(reversed(c.shape)) if k != channel))
-        if not per_channel or not c.dtype == weight.dtype == bias.dtype == node.meta["val"].dtype:
+        if not per_channel or not c.dtype == weight.dtype == bias.dtype == getattr(out, "dtype", None):
             continue
         c = c.reshape(-1).expand(weight.shape[0]).to(weight.device)
         with torch.no_grad():

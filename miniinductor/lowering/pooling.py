@@ -198,13 +198,16 @@ def _avg_divisor(o, n, k, s, p, count_include_pad):
     return ops.sub(ops.minimum(end, ops.constant(n, torch.int64)), ops.maximum(start, ops.constant(0, torch.int64)))
 
 
-def _divide(total, divisor, dtype):
-    """sum / divisor, computed as eager does: in the accumulation type, then cast."""
+def _divide(total, divisors, dtype):
+    """total / each of `divisors(index)` (int64 values) in turn, as eager divides: in the
+    accumulation type, then cast to `dtype`."""
     acc = total.get_dtype()
     load = total.make_loader()
 
     def inner_fn(index):
-        value = ops.truediv(load(index), ops.to_dtype(divisor(index), acc))
+        value = load(index)
+        for divisor in divisors(index):
+            value = ops.truediv(value, ops.to_dtype(divisor, acc))
         return value if acc == dtype else ops.to_dtype(value, dtype)
     return _box(total, dtype, inner_fn, total.get_size())
 
@@ -223,26 +226,22 @@ def _window_sum(x, size, window, position):
     return box
 
 
-def _avg_args(kernel_size, stride, padding, divisor_override):
-    kernel, stride, padding, _ = _params(kernel_size, stride, padding)
-    return kernel, stride, padding, divisor_override
-
-
 @register_lowering(aten.avg_pool2d)
 def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     _float_only(x)
-    kernel, stride, padding, divisor_override = _avg_args(kernel_size, stride, padding, divisor_override)
+    kernel, stride, padding, _ = _params(kernel_size, stride, padding)
     *batch, H, W = x.get_size()
     OH, OW = _out_hw()
 
+    checked = [padding[d] > 0 or ceil_mode for d in range(2)]   # windows may leave the input
+
     def position(index, r):
         ih, iw = (index[-2 + d] * stride[d] - padding[d] + r[d] for d in range(2))
-        checked = [padding[d] > 0 or ceil_mode for d in range(2)]
         return (ih, iw), _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
     total = _window_sum(x, [*batch, OH, OW], kernel, position)
-    return _divide(total, lambda index: _avg_divisor_2d(index[-2:], (H, W), kernel, stride, padding,
-                                                        count_include_pad, divisor_override), x.get_dtype())
+    return _divide(total, lambda index: [_avg_divisor_2d(index[-2:], (H, W), kernel, stride, padding,
+                                                         count_include_pad, divisor_override)], x.get_dtype())
 
 
 def _avg_divisor_2d(o, n, kernel, stride, padding, count_include_pad, divisor_override):
@@ -256,7 +255,7 @@ def _avg_divisor_2d(o, n, kernel, stride, padding, count_include_pad, divisor_ov
 def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
     """grad_input[h, w] = the sum of grad[ph, pw] / divisor(ph, pw) over the windows holding (h, w)."""
     _float_only(x)
-    kernel, stride, padding, divisor_override = _avg_args(kernel_size, stride, padding, divisor_override)
+    kernel, stride, padding, _ = _params(kernel_size, stride, padding)
     H, W = x.get_size()[-2:]
     acc = _acc(grad.get_dtype())
 
@@ -303,13 +302,7 @@ def adaptive_avg_pool2d(x, output_size):
         return (ih, iw), _all([ops.lt(_int(ih), _int(_end(index[-2], out[0], H))) if ragged[0] else None,
                                ops.lt(_int(iw), _int(_end(index[-1], out[1], W))) if ragged[1] else None])
     total = _window_sum(x, [*batch, *out], window, position)
-    acc, load = total.get_dtype(), total.make_loader()
-
-    def inner_fn(index):
-        kh, kw = _adaptive_divisor(index, (H, W), out)
-        value = ops.truediv(ops.truediv(load(index), ops.to_dtype(kh, acc)), ops.to_dtype(kw, acc))
-        return value if acc == x.get_dtype() else ops.to_dtype(value, x.get_dtype())
-    return _box(x, x.get_dtype(), inner_fn, [*batch, *out])
+    return _divide(total, lambda index: _adaptive_divisor(index, (H, W), out), x.get_dtype())
 
 
 @register_lowering(aten._adaptive_avg_pool2d_backward)
