@@ -136,6 +136,50 @@ def test_freezing_keeps_mutated_buffers_as_inputs():
     assert len(graphs[0].graph.graph_input_names) == 4
 
 
+class ConvBN(nn.Module):
+    """conv -> BatchNorm -> ReLU, then a conv whose output is also read beside its BatchNorm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.register_buffer("column_scale", torch.rand(10) + 0.5)   # one value per column, not per channel
+        for bn in (self.bn1, self.bn2):
+            bn.weight.data.normal_()
+            bn.bias.data.normal_()
+            bn.running_mean.normal_()
+            bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):                                           # [N, 3, H, 10]
+        z = self.conv2(torch.relu(self.bn1(self.conv1(x))))
+        return self.bn2(z) + z * self.column_scale
+
+
+def test_freezing_folds_eval_batch_norm_into_the_convolution():
+    """Eval BatchNorm after a convolution is (x - mean) * invstd * weight + bias by constants:
+    freezing folds it into the convolution's weight and bias (Inductor's binary folding).
+    Not where the convolution's output is read elsewhere too, nor a scale that is not one
+    value per channel."""
+    model = ConvBN().eval()
+    x = torch.randn(2, 3, 6, 10)
+    _, plain = compile_once(model, x)
+    compiled, frozen = compile_once(model, x, freezing=True)
+    subs = lambda cg: aten_code(cg).count("aten.sub.Tensor")   # noqa: E731  (one per BatchNorm)
+    assert subs(plain) == 2 and subs(frozen) == 1, aten_code(frozen)
+    assert aten_code(frozen).count("aten.convolution.default") == 2
+    bn = model.bn1
+    scale = (bn.weight / torch.sqrt(bn.running_var + bn.eps)).detach()
+    folded_weight = model.conv1.weight.detach() * scale[:, None, None, None]
+    folded_bias = (bn.bias - bn.running_mean * scale).detach()
+    constants = list(frozen.graph.constants.values())
+    for want, what in ((folded_weight, "weight"), (folded_bias, "bias")):
+        assert any(c.shape == want.shape and torch.allclose(c, want, rtol=1e-5, atol=1e-6) for c in constants), \
+            f"conv1's folded {what} is not among the constants"
+    with torch.no_grad():   # folding rounds the products in another order: float32 ulps
+        for _ in range(2):
+            check(model, torch.randn(2, 3, 6, 10), compiled=compiled, rtol=1e-5, atol=1e-5)
+
+
 def test_freezing_is_ignored_when_gradients_are_needed(caplog):
     aot._say_once.cache_clear()
     model = ScaledLinear()

@@ -29,7 +29,11 @@ EXTRA = [
     aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_functional,
     aten._native_batch_norm_legit_no_training, aten._batch_norm_with_update,
     aten._batch_norm_with_update_functional, aten._batch_norm_no_update, aten.batch_norm_backward,
+    aten.new_empty_strided,      # empty_strided (in backward graphs that build a gradient's storage)
 ]
+# Pooling is not decomposed: lowering/pooling.py lowers max_pool2d_with_indices, avg_pool2d,
+# _adaptive_avg_pool2d and their backwards directly (PyTorch's decompositions of max pooling
+# gather every window into a tensor, and of its backward scatter_add, which we cannot lower).
 
 #: decompositions we refuse even though core ATen offers them, and why
 NOT_DECOMPOSED = [

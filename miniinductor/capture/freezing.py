@@ -19,8 +19,12 @@ Simplified:
   * Inputs the graph mutates (BatchNorm's running statistics in training mode) or returns
     an alias of stay inputs, as in Inductor. When AOTAutograd's inputs do not line up one
     to one with those (duplicated or aliased inputs) nothing is frozen, and the log says so.
-  * Folding runs each foldable node with ATen on the real tensors; none of Inductor's
-    extra passes (conv weight layouts, weight packing, pattern rewrites).
+  * Folding runs each foldable node with ATen on the real tensors. Of Inductor's extra
+    passes only binary folding (`fx_passes/binary_folding.py`) is here: a convolution
+    followed by an add, sub, mul or div by a per-channel constant takes it into its weight
+    and bias, so an eval BatchNorm (decomposed into exactly those, its statistics folded)
+    disappears into the convolution before it. None of the others (conv weight layouts,
+    weight packing, other pattern rewrites).
 """
 from __future__ import annotations
 
@@ -34,6 +38,7 @@ import torch._guards
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 log = logging.getLogger("miniinductor")
+aten = torch.ops.aten
 
 
 def is_param_or_buffer(node: torch.fx.Node, value) -> bool:
@@ -72,7 +77,9 @@ def freeze(gm: torch.fx.GraphModule, example_inputs, candidates) -> list[int]:
     for i in frozen:
         _replace_with_constant(gm, placeholders[i], candidates[i].detach(), "_frozen_param")
     folded = constant_fold(gm)
-    log.info("freezing: %d inputs became constants, %d values were folded", len(frozen), folded)
+    convs = fold_conv_binary(gm)
+    log.info("freezing: %d inputs became constants, %d values were folded, %d pointwise ops went into "
+             "convolutions' weights", len(frozen), folded, convs)
     return [i for i in every if i not in frozen]
 
 
@@ -112,11 +119,75 @@ def _foldable(node, values) -> bool:
     return node.target is operator.getitem
 
 
+#: conv(x, W, b) <op> c, for c a constant per output channel: the new weight and bias
+#: (`c` shaped [C_out, 1, ...] for W, [C_out] for b). Only conv <op> c, or c + conv, c * conv.
+_BINARY_FOLDS = {
+    aten.mul.Tensor: lambda w, b, cw, cb: (w * cw, b * cb),
+    aten.div.Tensor: lambda w, b, cw, cb: (w / cw, b / cb),
+    aten.add.Tensor: lambda w, b, cw, cb: (w, b + cb),
+    aten.sub.Tensor: lambda w, b, cw, cb: (w, b - cb),
+}
+
+
+def fold_conv_binary(gm: torch.fx.GraphModule) -> int:
+    """Inductor's binary folding: `convolution(x, W, b) <op> c` with `c` a constant that is
+    one value per output channel (or one value) becomes `convolution(x, W', b')`, W' and b'
+    computed here. Eval BatchNorm's (x - mean) * invstd * weight + bias folds away so.
+    Returns how many ops were folded."""
+    values = {n: functools.reduce(getattr, n.target.split("."), gm) for n in gm.graph.nodes if n.op == "get_attr"}
+    folded = 0
+    for node in list(gm.graph.nodes):
+        if node.target not in _BINARY_FOLDS or node.kwargs or len(node.args) != 2:
+            continue
+        conv, const = node.args
+        if node.target in (aten.add.Tensor, aten.mul.Tensor) and conv in values:
+            conv, const = const, conv   # c + conv, c * conv
+        if not (isinstance(conv, torch.fx.Node) and conv.target is aten.convolution.default
+                and len(conv.users) == 1 and not conv.args[6] and const in values
+                and conv.args[1] in values and conv.args[2] in (None, *values)):
+            continue   # (args[6]: a transposed convolution keeps its output channels in W's dim 1)
+        weight, c, out = values[conv.args[1]], values[const], node.meta.get("val")
+        bias = values[conv.args[2]] if conv.args[2] is not None else weight.new_zeros(weight.shape[0])
+        channel = weight.dim() - 2   # the output's channel dim, counted from the right
+        per_channel = (isinstance(c, torch.Tensor) and c.dim() <= weight.dim() and c.numel() in (1, weight.shape[0])
+                       and all(n == 1 for k, n in enumerate(reversed(c.shape)) if k != channel))
+        if not per_channel or not c.dtype == weight.dtype == bias.dtype == getattr(out, "dtype", None):
+            continue
+        c = c.reshape(-1).expand(weight.shape[0]).to(weight.device)
+        with torch.no_grad():
+            new = _BINARY_FOLDS[node.target](weight, bias, c.reshape(-1, *[1] * (weight.dim() - 1)), c)
+        args = list(conv.args)
+        for k, value in zip((1, 2), new):
+            mine = isinstance(args[k], torch.fx.Node) and args[k].target.startswith("_conv_folded")
+            if mine and len(args[k].users) == 1:
+                gm.register_buffer(args[k].target, value)   # folded before: only this conv reads it
+            else:
+                args[k] = _constant(gm, conv, value, "_conv_folded")
+            values[args[k]] = value
+        conv.args = tuple(args)
+        node.replace_all_uses_with(conv)
+        gm.graph.erase_node(node)
+        folded += 1
+    gm.graph.eliminate_dead_code()
+    used = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    for name in [name for name, _ in gm.named_buffers() if name not in used and "." not in name]:
+        delattr(gm, name)   # weights and statistics folded away
+    gm.recompile()
+    return folded
+
+
+def _constant(gm, before, value, prefix) -> torch.fx.Node:
+    """A new constant of `gm` holding `value`, read by a get_attr node placed before `before`."""
+    k = 0
+    while hasattr(gm, f"{prefix}{k}"):
+        k += 1
+    gm.register_buffer(f"{prefix}{k}", value)
+    with gm.graph.inserting_before(before):
+        return gm.graph.get_attr(f"{prefix}{k}")
+
+
 def _replace_with_constant(gm, node, value, prefix):
-    name = f"{prefix}{sum(n.startswith(prefix) for n, _ in gm.named_buffers())}"
-    gm.register_buffer(name, value)
-    with gm.graph.inserting_before(node):
-        const = gm.graph.get_attr(name)
+    const = _constant(gm, node, value, prefix)
     const.meta.update(node.meta)
     node.replace_all_uses_with(const)
     if node.op == "placeholder":   # dead call_function nodes go in eliminate_dead_code

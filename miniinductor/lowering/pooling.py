@@ -1,0 +1,325 @@
+"""Lowerings of 2-d pooling, forward and backward: max (with indices), average, adaptive average.
+
+Mirrors the pooling lowerings in `torch/_inductor/lowering.py` (`_max_pool_with_offsets`,
+`max_pool2d_with_indices_backward`, `avg_pool2d`, `avg_pool2d_backward`,
+`_adaptive_avg_pool2d`). All index arithmetic is SymPy on the output (or input) position,
+so pooling is loads at computed positions plus arithmetic, and fuses like any other op:
+
+  * max pooling is eager's loop unrolled over the window, in its row-major order: a value
+    replaces the best one if it is larger or NaN, so values, ties (the first maximum) and
+    NaNs (the last one) pick the same index as ATen's CPU kernel;
+  * average pooling is a sum `Reduction` over the window, divided by eager's divisor
+    (`count_include_pad`, `divisor_override`); adaptive pooling the same over windows
+    [floor(o*H/OH), ceil((o+1)*H/OH)) of varying length, masked to each one's length;
+  * each backward is a gather, not a scatter: an input position loops over the few output
+    windows that can contain it, in the order eager's scatter visits them (so sums round
+    alike), and adds their gradients -- for max pooling only where the saved index says
+    that window picked this position.
+
+Simplified: 2-d only (Inductor also does 3-d); like Inductor, a max-pooling window (or a
+backward's set of candidate windows) of more than MAX_UNROLL positions falls back to ATen,
+as do integer inputs.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..ir.indexing import FloorDiv
+from ..ir.nodes import Pointwise, Reduction, StorageBox
+from ..virtualized import V, ops
+from .registry import aten, register_lowering
+
+#: largest unrolled window (Inductor's threshold): more positions fall back to ATen
+MAX_UNROLL = 25
+
+
+def _pair(v, default=None):
+    """An int or 1- or 2-list as [h, w]; None or an empty list (ATen's unset stride): default."""
+    if isinstance(v, int):
+        return [v, v]
+    return list(v) * (2 if len(v) == 1 else 1) if v else default
+
+
+def _params(kernel_size, stride, padding, dilation=1):
+    kernel = _pair(kernel_size)
+    return kernel, _pair(stride, kernel), _pair(padding), _pair(dilation)
+
+
+def _out_hw():
+    meta = V.graph.current_fx_node().meta["val"]
+    return list((meta[0] if isinstance(meta, (list, tuple)) else meta).shape[-2:])
+
+
+def _float_only(x):
+    if not x.get_dtype().is_floating_point:
+        raise NotImplementedError("pooling of an integer tensor")
+
+
+def _int(expr):
+    return ops.index_expr(expr, torch.int64)
+
+
+def _inside(expr, size):
+    """0 <= expr < size, as a bool value."""
+    return ops.logical_and(ops.ge(_int(expr), ops.constant(0, torch.int64)),
+                           ops.lt(_int(expr), ops.constant(size, torch.int64)))
+
+
+def _all(conds):
+    conds = [c for c in conds if c is not None]
+    out = conds[0] if conds else None
+    for c in conds[1:]:
+        out = ops.logical_and(out, c)
+    return out
+
+
+def _masked(mask, body, other):
+    return body() if mask is None else ops.masked(mask, body, other)
+
+
+def _box(x, dtype, inner_fn, size):
+    return StorageBox(Pointwise(x.get_device(), dtype, inner_fn, size))
+
+
+def _realize_input(x):
+    """Every output reads a window of `x`: compute it once (Inductor's `realize_hint`)."""
+    if isinstance(x, StorageBox) and not x.is_realized():
+        x.realize()
+    return x
+
+
+# ----------------------------------------------------------------------------- max pooling
+@register_lowering(aten.max_pool2d_with_indices)
+def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    _float_only(x)
+    kernel, stride, padding, dilation = _params(kernel_size, stride, padding, dilation)
+    if math.prod(kernel) > MAX_UNROLL:
+        raise NotImplementedError(f"a max-pooling window over {MAX_UNROLL} positions")
+    *batch, H, W = x.get_size()
+    OH, OW = _out_hw()
+    # windows never leave the input unless padded or (ceil_mode) hanging over its end
+    checked = [p > 0 or (o - 1) * s + (k - 1) * d >= n
+               for p, o, s, k, d, n in zip(padding, (OH, OW), stride, kernel, dilation, (H, W))]
+    load = _realize_input(x).make_loader()
+    dtype = x.get_dtype()
+
+    def scan(index, want_index):
+        """eager's loop: best = -inf; each valid position in row-major order replaces it if
+        larger or NaN. The index starts at the first valid position (-1: none seen yet)."""
+        *prefix, oh, ow = index
+        best, arg = ops.constant(float("-inf"), dtype), ops.constant(-1, torch.int64)
+        for kh in range(kernel[0]):
+            for kw in range(kernel[1]):
+                ih = oh * stride[0] - padding[0] + kh * dilation[0]
+                iw = ow * stride[1] - padding[1] + kw * dilation[1]
+                valid = _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
+                value = _masked(valid, lambda: load([*prefix, ih, iw]), 0.0)
+                take = ops.logical_or(ops.gt(value, best), ops.ne(value, value))
+                if want_index:   # the first valid position is taken even if -inf (best stays -inf)
+                    take = ops.logical_or(take, ops.lt(arg, ops.constant(0, torch.int64)))
+                take = take if valid is None else ops.logical_and(valid, take)
+                if want_index:
+                    arg = ops.where(take, _int(ih * W + iw), arg)
+                best = ops.where(take, value, best)
+        return arg if want_index else best
+
+    size = [*batch, OH, OW]
+    return (_box(x, dtype, lambda index: scan(index, False), size),
+            _box(x, torch.int64, lambda index: scan(index, True), size))
+
+
+def _candidates(stride, span):
+    """How many windows of length `span`, `stride` apart, may contain one position: those
+    starting at FloorDiv(i + pad, stride) - j for j in range(this many)."""
+    return -(-span // stride)
+
+
+@register_lowering(aten.max_pool2d_with_indices_backward)
+def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
+    """grad_input[h, w] = the sum of grad[ph, pw] over the windows whose saved index is h*W + w."""
+    _float_only(x)
+    kernel, stride, padding, dilation = _params(kernel_size, stride, padding, dilation)
+    counts = [_candidates(s, (k - 1) * d + 1) for k, s, d in zip(kernel, stride, dilation)]
+    W = x.get_size()[-1]
+    load_index, acc = indices.make_loader(), _acc(grad.get_dtype())
+
+    def term(prefix, h, w, ph, pw, inside, grad_at):
+        picked = ops.eq(ops.masked(inside, lambda: load_index([*prefix, ph, pw]), -1), _int(h * W + w))
+        return ops.where(picked, grad_at(inside), ops.constant(0.0, acc))
+    return _gather_windows(x, grad, counts, _last_windows(stride, padding), term)
+
+
+def _last_windows(stride, padding):
+    """The last window (along each dim) that may hold input position i: FloorDiv(i + pad, stride)."""
+    return [lambda i, d=d: FloorDiv(i + padding[d], stride[d]) for d in range(2)]
+
+
+def _gather_windows(x, grad, counts, last, term):
+    """grad_input as a gather: input position (h, w) sums `term(prefix, h, w, ph, pw, inside,
+    grad_at)` over the candidate windows ph in last[0](h) - counts[0] + 1 ... last[0](h) (pw
+    alike), in ascending order: the order eager's backward adds them in. `inside` is whether
+    (ph, pw) is an output position, `grad_at(mask)` loads grad there, where `mask` holds.
+    float16/bfloat16 gradients are summed in float32."""
+    if math.prod(counts) > MAX_UNROLL:
+        raise NotImplementedError(f"more than {MAX_UNROLL} windows may hold one position")
+    OH, OW = grad.get_size()[-2:]
+    dtype, acc = grad.get_dtype(), _acc(grad.get_dtype())
+    load = grad.make_loader()
+
+    def inner_fn(index):
+        *prefix, h, w = index
+        total = ops.constant(0.0, acc)
+        for jh in reversed(range(counts[0])):
+            for jw in reversed(range(counts[1])):
+                ph, pw = last[0](h) - jh, last[1](w) - jw
+
+                def grad_at(mask, ph=ph, pw=pw):
+                    value = ops.masked(mask, lambda: load([*prefix, ph, pw]), 0.0)
+                    return value if acc == dtype else ops.to_dtype(value, acc)
+                total = ops.add(total, term(prefix, h, w, ph, pw, _all([_inside(ph, OH), _inside(pw, OW)]), grad_at))
+        return total if acc == dtype else ops.to_dtype(total, dtype)
+    return _box(x, dtype, inner_fn, x.get_size())
+
+
+# ----------------------------------------------------------------------------- average pooling
+def _acc(dtype):
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _avg_divisor(o, n, k, s, p, count_include_pad):
+    """ATen's divisor along one dim for output position `o`: the window's length, clipped
+    to the padded input (count_include_pad) or to the input itself. An int64 value."""
+    start = _int(o * s - p)
+    end = ops.minimum(ops.add(start, ops.constant(k, torch.int64)), ops.constant(n + p, torch.int64))
+    if count_include_pad:
+        return ops.sub(end, start)
+    return ops.sub(ops.minimum(end, ops.constant(n, torch.int64)), ops.maximum(start, ops.constant(0, torch.int64)))
+
+
+def _divide(total, divisors, dtype):
+    """total / each of `divisors(index)` (int64 values) in turn, as eager divides: in the
+    accumulation type, then cast to `dtype`."""
+    acc = total.get_dtype()
+    load = total.make_loader()
+
+    def inner_fn(index):
+        value = load(index)
+        for divisor in divisors(index):
+            value = ops.truediv(value, ops.to_dtype(divisor, acc))
+        return value if acc == dtype else ops.to_dtype(value, dtype)
+    return _box(total, dtype, inner_fn, total.get_size())
+
+
+def _window_sum(x, size, window, position):
+    """A sum Reduction over `window` ([kh, kw]); `position(index, r)` gives the input (ih,
+    iw) and the mask (None: always inside) of window element r of output `index`."""
+    load, acc = _realize_input(x).make_loader(), _acc(x.get_dtype())
+
+    def inner_fn(index, rindex):
+        (ih, iw), valid = position(index, rindex)
+        value = _masked(valid, lambda: load([*index[:-2], ih, iw]), 0.0)
+        return value if acc == x.get_dtype() else ops.to_dtype(value, acc)
+    box = StorageBox(Reduction(x.get_device(), acc, inner_fn, size, list(window), "sum", acc))
+    box.realize()
+    return box
+
+
+@register_lowering(aten.avg_pool2d)
+def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    _float_only(x)
+    kernel, stride, padding, _ = _params(kernel_size, stride, padding)
+    *batch, H, W = x.get_size()
+    OH, OW = _out_hw()
+
+    checked = [padding[d] > 0 or ceil_mode for d in range(2)]   # windows may leave the input
+
+    def position(index, r):
+        ih, iw = (index[-2 + d] * stride[d] - padding[d] + r[d] for d in range(2))
+        return (ih, iw), _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
+    total = _window_sum(x, [*batch, OH, OW], kernel, position)
+    return _divide(total, lambda index: [_avg_divisor_2d(index[-2:], (H, W), kernel, stride, padding,
+                                                         count_include_pad, divisor_override)], x.get_dtype())
+
+
+def _avg_divisor_2d(o, n, kernel, stride, padding, count_include_pad, divisor_override):
+    if divisor_override:
+        return ops.constant(divisor_override, torch.int64)
+    return ops.mul(*[_avg_divisor(o[d], n[d], kernel[d], stride[d], padding[d], count_include_pad)
+                     for d in range(2)])
+
+
+@register_lowering(aten.avg_pool2d_backward)
+def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """grad_input[h, w] = the sum of grad[ph, pw] / divisor(ph, pw) over the windows holding (h, w)."""
+    _float_only(x)
+    kernel, stride, padding, _ = _params(kernel_size, stride, padding)
+    H, W = x.get_size()[-2:]
+    acc = _acc(grad.get_dtype())
+
+    def term(prefix, h, w, ph, pw, inside, grad_at):
+        # a candidate holds (h, w) if its window reaches it: ph*s - p + k > h
+        holds = _all([inside, ops.gt(_int(ph * stride[0] - padding[0] + kernel[0]), _int(h)),
+                      ops.gt(_int(pw * stride[1] - padding[1] + kernel[1]), _int(w))])
+        divisor = _avg_divisor_2d((ph, pw), (H, W), kernel, stride, padding, count_include_pad, divisor_override)
+        divisor = ops.maximum(divisor, ops.constant(1, torch.int64))   # (0 only where `holds` is false)
+        return ops.where(holds, ops.truediv(grad_at(holds), ops.to_dtype(divisor, acc)), ops.constant(0.0, acc))
+    return _gather_windows(x, grad, [_candidates(s, k) for s, k in zip(stride, kernel)],
+                           _last_windows(stride, padding), term)
+
+
+# ----------------------------------------------------------------------------- adaptive average pooling
+def _floordiv(a, b):
+    return a // b if isinstance(a, int) else FloorDiv(a, b)
+
+
+def _start(o, n_out, n_in):
+    return _floordiv(o * n_in, n_out)
+
+
+def _end(o, n_out, n_in):
+    return _floordiv((o + 1) * n_in + n_out - 1, n_out)
+
+
+def _adaptive_divisor(index, n_in, n_out):
+    """eager divides by each window's height, then by its width."""
+    return [ops.sub(_int(_end(o, m, n)), _int(_start(o, m, n))) for o, n, m in zip(index[-2:], n_in, n_out)]
+
+
+@register_lowering(aten._adaptive_avg_pool2d)
+def adaptive_avg_pool2d(x, output_size):
+    _float_only(x)
+    *batch, H, W = x.get_size()
+    out = _pair(output_size)
+    window = [max(_end(o, m, n) - _start(o, m, n) for o in range(m)) for n, m in zip((H, W), out)]
+
+    def position(index, r):
+        starts = [_start(index[-2 + d], out[d], (H, W)[d]) for d in range(2)]
+        ih, iw = starts[0] + r[0], starts[1] + r[1]
+        ragged = [(H, W)[d] % out[d] != 0 for d in range(2)]   # windows of unequal length
+        return (ih, iw), _all([ops.lt(_int(ih), _int(_end(index[-2], out[0], H))) if ragged[0] else None,
+                               ops.lt(_int(iw), _int(_end(index[-1], out[1], W))) if ragged[1] else None])
+    total = _window_sum(x, [*batch, *out], window, position)
+    return _divide(total, lambda index: _adaptive_divisor(index, (H, W), out), x.get_dtype())
+
+
+@register_lowering(aten._adaptive_avg_pool2d_backward)
+def adaptive_avg_pool2d_backward(grad, x):
+    """grad_input[h, w] = the sum of grad[oh, ow] / kh / kw over the windows holding (h, w):
+    those from oh = floor(h*OH/H) on whose window starts at or before h."""
+    _float_only(x)
+    H, W = x.get_size()[-2:]
+    OH, OW = grad.get_size()[-2:]
+    counts = [max(sum(1 for o in range(m) if _start(o, m, n) <= i < _end(o, m, n)) for i in range(n))
+              for n, m in ((H, OH), (W, OW))]
+    last = [lambda h: FloorDiv(h * OH, H) + counts[0] - 1, lambda w: FloorDiv(w * OW, W) + counts[1] - 1]
+    acc = _acc(grad.get_dtype())
+
+    def term(prefix, h, w, oh, ow, inside, grad_at):
+        holds = _all([inside, ops.le(_int(_start(oh, OH, H)), _int(h)), ops.le(_int(_start(ow, OW, W)), _int(w))])
+        kh, kw = _adaptive_divisor([oh, ow], (H, W), (OH, OW))
+        share = ops.truediv(ops.truediv(grad_at(holds), ops.to_dtype(kh, acc)), ops.to_dtype(kw, acc))
+        return ops.where(holds, share, ops.constant(0.0, acc))
+    return _gather_windows(x, grad, counts, last, term)
