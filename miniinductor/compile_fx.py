@@ -23,7 +23,8 @@ import torch
 from torch._functorch.aot_autograd import make_boxed_func
 
 from . import metrics
-from .codegen.cpp import CppKernel, MissingStore
+from .codegen.common import MissingStore
+from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes
 from .codegen.wrapper import WrapperCodeGen
 from .debug.logs import get_logger
@@ -39,14 +40,13 @@ log = logging.getLogger("miniinductor")
 class CompiledGraph:
     graph: GraphLowering
     scheduler: Scheduler
-    kernels: dict                 # kernel name → (C++ source, argument buffer names, buffers kept in registers)
+    kernels: dict                 # kernel name → its GeneratedKernel (codegen/common.py)
     wrapper_source: str
     path: str
     call: object
     plan: MemoryPlan = None       # buffer lifetimes, reuse and the planned peak
     eager_peak: int = 0           # the same estimate for the ATen graph run op by op
 
-    kernel_bytes: dict = dataclasses.field(default_factory=dict)   # kernel → bytes it reads+writes
     fx_graph_module: object = None   # the graph Dynamo captured, before AOTAutograd
     wrapper: WrapperCodeGen = None   # regenerates the wrapper (e.g. one that records every buffer)
 
@@ -101,8 +101,8 @@ def generate_kernel(group, scheduler, config, backend, graph=None):
     removed = removable_buffers(group, scheduler)
     while True:
         if backend == "triton":
-            from .codegen.triton import TritonKernel
-            kernel = TritonKernel.for_group(group, config, removed)
+            from .codegen.triton_tiling import kernel_for_group
+            kernel = kernel_for_group(group, config, removed)
         else:
             inplace = inplace_buffers(group, scheduler, graph, removed) if graph is not None else {}
             kernel = CppKernel(group.kernel_name, group.R, group.Q, config, removed, inplace)
@@ -114,23 +114,22 @@ def generate_kernel(group, scheduler, config, backend, graph=None):
             removed.discard(exc.args[0])
 
 
-def generate_kernels(graph, scheduler, config, backend) -> tuple[dict, dict]:
-    """({kernel name: (C++ or Triton source, argument buffer names, buffers kept out of
-    memory)}, {kernel name: {output: input whose memory it takes}})."""
-    kernels, inplace = {}, {}
+def generate_kernels(graph, scheduler, config, backend) -> dict:
+    """{kernel name: GeneratedKernel}; each group takes its kernel's name."""
+    kernels = {}
     for group in scheduler.schedule:
         if isinstance(group, FusedGroup):
-            kernel = generate_kernel(group, scheduler, config, backend, graph)
-            kernels[group.kernel_name] = (kernel.codegen(), kernel.args.call_names(), kernel.removed)
-            inplace[group.kernel_name] = dict(kernel.args.inplace)
-    return kernels, inplace
+            kernel = generate_kernel(group, scheduler, config, backend, graph).record(group, len(kernels))
+            group.kernel_name = kernel.name
+            kernels[kernel.name] = kernel
+    return kernels
 
 
 def precompile_kernels(module, kernels):
     """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
     the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
     from .runtime.triton_runtime import precompile_all
-    launchers = [getattr(module, name).__globals__.get(f"_launch_{name}") for name in kernels]
+    launchers = [getattr(module, name).__globals__.get(f"_launcher_{name}") for name in kernels]
     seconds = precompile_all(launcher for launcher in launchers if launcher is not None)
     log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
 
@@ -150,8 +149,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     with V.set_graph_handler(graph):
         scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
         backend = graph.kernel_backend()
-        kernels, inplace = generate_kernels(graph, scheduler, config, backend)
-        wrapper = WrapperCodeGen(graph, scheduler, kernels, backend, config, inplace)
+        kernels = generate_kernels(graph, scheduler, config, backend)
+        wrapper = WrapperCodeGen(graph, scheduler, kernels, backend, config)
         wrapper_source = wrapper.generate()
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)
@@ -163,11 +162,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config, name="graph"
     log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
     compiled = CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
                              wrapper.plan, eager_peak_bytes(gm), wrapper=wrapper)
-    for kname, (_, arg_names, _) in kernels.items():
-        compiled.kernel_bytes[kname] = sum(wrapper.plan_nbytes(n) for n in arg_names)
+    for kernel in kernels.values():
+        kernel.bytes_moved = sum(wrapper.plan_nbytes(n) for n in kernel.args)
     metrics.nodes_before_fusion += len(scheduler.nodes)
     metrics.nodes_after_fusion += len(scheduler.schedule)
-    metrics.estimated_bytes_moved += sum(compiled.kernel_bytes.values())
+    metrics.estimated_bytes_moved += sum(k.bytes_moved for k in kernels.values())
     _log_compiled(compiled)
     return compiled
 

@@ -39,7 +39,7 @@ import time
 import torch
 
 import miniinductor
-from miniinductor.codegen.triton import TritonOverrides
+from miniinductor.codegen.triton_overrides import TritonOverrides
 from miniinductor.compile_fx import collect_compiled, generate_kernel
 from miniinductor.runtime.triton_runtime import (
     PERSISTENT_REDUCTION_MAX,
@@ -67,8 +67,8 @@ def compile_one(fn, *args, **options):
 
 def only_kernel(graph) -> str:
     """The source of a graph's single generated kernel."""
-    (entry,) = graph.kernels.values()
-    return entry[0]
+    (kernel,) = graph.kernels.values()   # name → GeneratedKernel
+    return kernel.source
 
 
 def kernel_part(source: str) -> str:
@@ -125,9 +125,13 @@ print(only_kernel(chain_triton))
 # %% [markdown]
 # How to read it:
 #
-# * The module is self-contained: imports, then the `@triton.jit` kernel `triton_kernel0`,
-#   then the **launcher** `kernel0`, a plain Python function the wrapper calls with the
-#   tensors. It picks the grid -- `(1,)`: `cdiv(1000, 1024)` programs -- and the block
+# * The kernel is named as Inductor names it: `triton_poi_` (pointwise; `triton_per_` and
+#   `triton_red_` are persistent and looped reductions), `fused_` and the ATen ops it
+#   computes, then its number in the graph.
+# * The module is self-contained: imports, then the `@triton.jit` kernel
+#   `triton_poi_fused_add_mul_relu_sub_0`, then the **launcher**
+#   `launch_triton_poi_fused_add_mul_relu_sub_0`, a plain Python function the wrapper
+#   calls with the tensors. It picks the grid -- `(1,)`: `cdiv(1000, 1024)` programs -- and the block
 #   sizes from `runtime/triton_runtime.py`'s heuristic (no autotuning: 1024 elements a
 #   program, 4 warps).
 # * The loop nest `[20, 50]` is **flattened**: `xnumel = 1000` and one `xindex` runs over
@@ -146,7 +150,9 @@ print(only_kernel(chain_triton))
 # %%
 module = load_module(only_kernel(chain_triton), interpret=True)
 padded_out = torch.full((1024,), float("nan"))
-module.kernel0(chain_args[0], chain_args[1], padded_out)
+(chain_name,) = chain_triton.kernels
+assert chain_name == "triton_poi_fused_add_mul_relu_sub_0", chain_name
+getattr(module, f"launch_{chain_name}")(chain_args[0], chain_args[1], padded_out)
 torch.testing.assert_close(padded_out[:1000].view(20, 50), chain(*chain_args))
 assert padded_out[1000:].isnan().all()
 print("lanes 1000..1023 were masked off: the tail of the buffer is still NaN")
@@ -170,7 +176,8 @@ print(wrapper[wrapper.index("def call"):].strip())
 # CPU the `cpu_backend` option (`"cpp"` by default). (A few earlier decisions ask it too:
 # an `addmm` is split for Triton, a mix-order pair (section 6) is Triton-only, and only C++
 # kernels store a twice-read transcendental value rather than recompute it.) `generate_kernel(group, ...)` then
-# builds a `CppKernel` or a `TritonKernel.for_group(group)`. Both are **ops handlers**
+# builds a `CppKernel` or a Triton kernel (`kernel_for_group(group)` in
+# codegen/triton_tiling.py picks a plain, tiled or mix-order one). Both are **ops handlers**
 # (tutorial 3): each node's `inner_fn` runs under the kernel, and every `ops.load`,
 # `ops.add`... writes one line of C++ or of Triton. Only the spelling of each op differs;
 # `TritonOverrides` holds Triton's:
@@ -372,7 +379,7 @@ tr_source = only_kernel(tr_triton)
 print(tr_triton.fused_groups()[0])
 print(kernel_part(tr_source))
 assert "tiled pointwise" in tr_source and "tl.program_id(1)" in tr_source
-assert "triton_kernel0[(2, 2)]" in tr_source   # 80 x 96 in 64 x 64 tiles: a 2 x 2 grid
+assert f"{next(iter(tr_triton.kernels))}[(2, 2)]" in tr_source   # 80 x 96 in 64 x 64 tiles: a 2 x 2 grid
 
 # %% [markdown]
 # The C++ kernel for the same group does not tile: it reads `x` with a stride of 80
@@ -427,9 +434,10 @@ print(mixed.fused_groups()[0])
 print(kernel_part(mix_source))
 assert "mix-order reduction" in mix_source and mix_source.count("tl.load(") == 1
 two = compile_one(colsum_rowmax, mix_x, cpu_backend="triton")   # the default bar: two kernels
-print(f"input read once: {sum(mixed.kernel_bytes.values()):,d} bytes in {len(mixed.kernels)} kernel; "
-      f"without mix-order: {sum(two.kernel_bytes.values()):,d} bytes in {len(two.kernels)} kernels")
-assert len(two.kernels) == 2 and sum(two.kernel_bytes.values()) > sum(mixed.kernel_bytes.values())
+mixed_bytes, two_bytes = (sum(k.bytes_moved for k in g.kernels.values()) for g in (mixed, two))
+print(f"input read once: {mixed_bytes:,d} bytes in {len(mixed.kernels)} kernel; "
+      f"without mix-order: {two_bytes:,d} bytes in {len(two.kernels)} kernels")
+assert len(two.kernels) == 2 and two_bytes > mixed_bytes
 
 # %% [markdown]
 # ## 7. Memory traffic of the fused softmax
@@ -454,7 +462,7 @@ assert len(two.kernels) == 2 and sum(two.kernel_bytes.values()) > sum(mixed.kern
 # their consumers, so three kernels remain: the max reads `x` (N) and writes `R`, the
 # sum reads `x` and the max and writes `R`, the output reads `x` and both statistics and
 # writes `N`: `4N + 5R` floats. The compiler's own count (each kernel's argument buffers,
-# `CompiledGraph.kernel_bytes`) agrees:
+# each kernel's `bytes_moved`) agrees:
 
 # %%
 R, C = 16, 64   # tiny: the interpreter's tl.reduce is slow (a 64 x 256 softmax takes seconds)
@@ -462,7 +470,7 @@ N = R * C
 mem_x = torch.randn(R, C)
 fused = compile_one(softmax, mem_x, cpu_backend="triton")
 unfused = compile_one(softmax, mem_x, cpu_backend="triton", fusion=False)
-fused_bytes, unfused_bytes = sum(fused.kernel_bytes.values()), sum(unfused.kernel_bytes.values())
+fused_bytes, unfused_bytes = (sum(k.bytes_moved for k in g.kernels.values()) for g in (fused, unfused))
 print(f"op by op (eager decomposition): {(8 * N + 4 * R) * 4:>8,d} bytes")
 print(f"miniinductor, fusion=False:     {unfused_bytes:>8,d} bytes in {len(unfused.kernels)} kernels")
 print(f"miniinductor, fused:            {fused_bytes:>8,d} bytes in {len(fused.kernels)} kernel")

@@ -291,7 +291,7 @@ def _as_addmm_epilogue(x, activation: str):
         return None
     x.op = aten._addmm_activation.default
     x.kwargs = {"use_gelu": activation != "relu"}
-    x.origins.append(str(V.graph.current_target()))
+    x.origins.append(V.graph.current_node_name())
     return x
 
 
