@@ -237,5 +237,5 @@ def test_accuracy_names_the_planted_bug(cli):
     assert "first bad buffer: forward.buf" in out and "the IR departs from ATen" in out, show(result)
     assert "(aten.tanh.default)" in out and "confirmed" in out, show(result)
     assert 'extern "C" void cpp_fused_' in out, "the kernel's source is printed"
-    assert list((tmp / "repro").glob("repro_forward_kernel*.py")), show(result)
+    assert list((tmp / "repro").glob("repro_forward_cpp_fused_*.py")), show(result)
     assert "max error per buffer" in (tmp / "accuracy.html").read_text()

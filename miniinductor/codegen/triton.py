@@ -75,6 +75,7 @@ from .common import CSE, LOW_PRECISION, IndentedBuffer, Kernel, canonical_len, c
 from .triton_overrides import (BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype,
                                reduction_init, texpr, triton_literal)
 
+
 class TritonKernel(Kernel):
     """Generates one Triton kernel and its launcher for a fused group: rows over `ranges`
     (flattened into xindex), and blocks over `reduction_ranges` (flattened into rindex):
