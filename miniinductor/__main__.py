@@ -223,7 +223,7 @@ def print_summary(name, inputs, result, error: float) -> None:
     print(f"miniinductor explain {name}: {_n(len(result.graphs), 'graph')}, inputs {shapes}")
     for cg in result.graphs:
         n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
-        moved = human_bytes(sum(cg.kernel_bytes.values()))
+        moved = human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))
         peak = human_bytes(cg.plan.peak_bytes if cg.plan else 0)
         print(f"graph {cg.graph.name}: {_n(len(cg.scheduler.nodes), 'node')} before fusion -> "
               f"{_n(len(cg.kernels), 'kernel')} + {_n(n_ext, 'extern call')}; kernels move {moved}; "

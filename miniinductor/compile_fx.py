@@ -39,10 +39,11 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from . import metrics
 from .capture import capture
 from .capture.specialize import has_symbolic_inputs
-from .codegen.cpp import CppKernel, MissingStore
+from .codegen.common import MissingStore
+from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
-from .codegen.triton import TritonKernel
+from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
@@ -61,14 +62,13 @@ log = logging.getLogger("miniinductor")
 class CompiledGraph:
     graph: GraphLowering
     scheduler: Scheduler
-    kernels: dict                 # kernel name → (C++ source, argument buffer names, buffers kept in registers)
+    kernels: dict                 # kernel name → its GeneratedKernel (codegen/common.py)
     wrapper_source: str
     path: str
     call: object
     plan: MemoryPlan = None       # buffer lifetimes, reuse and the planned peak
     eager_peak: int = 0           # the same estimate for the ATen graph run op by op
 
-    kernel_bytes: dict = dataclasses.field(default_factory=dict)   # kernel → bytes it reads+writes
     fx_graph_module: object = None   # the graph Dynamo captured, before AOTAutograd
     wrapper: WrapperCodeGen = None   # regenerates the wrapper (e.g. one that records every buffer)
 
@@ -115,7 +115,7 @@ def removable_buffers(group, scheduler) -> set[str]:
 KERNELS = {
     "cpp": lambda group, config, removed, inplace: CppKernel(group.kernel_name, group.R, group.Q, config,
                                                              removed, inplace),
-    "triton": lambda group, config, removed, inplace: TritonKernel.for_group(group, config, removed),
+    "triton": lambda group, config, removed, inplace: kernel_for_group(group, config, removed),
 }
 
 
@@ -135,16 +135,15 @@ def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
             removed.discard(exc.args[0])
 
 
-def generate_kernels(graph: GraphLowering, scheduler: Scheduler, config: Config) -> tuple[dict, dict]:
-    """({kernel name: (C++ or Triton source, argument buffer names, buffers kept out of
-    memory)}, {kernel name: {output: input whose memory it takes}})."""
-    kernels, inplace = {}, {}
+def generate_kernels(graph: GraphLowering, scheduler: Scheduler, config: Config) -> dict:
+    """{kernel name: GeneratedKernel}; each group takes its kernel's name."""
+    kernels = {}
     for group in scheduler.schedule:
         if isinstance(group, FusedGroup):
-            kernel = generate_kernel(group, scheduler, config, graph.policy.name, graph)
-            kernels[group.kernel_name] = (kernel.codegen(), kernel.args.call_names(), kernel.removed)
-            inplace[group.kernel_name] = dict(kernel.args.inplace)
-    return kernels, inplace
+            kernel = generate_kernel(group, scheduler, config, graph.policy.name, graph).record(group, len(kernels))
+            group.kernel_name = kernel.name
+            kernels[kernel.name] = kernel
+    return kernels
 
 
 def load_wrapper(source: str):
@@ -161,7 +160,7 @@ def load_wrapper(source: str):
 def precompile_kernels(module, kernels):
     """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
     the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
-    launchers = [getattr(module, name).__globals__.get(f"_launch_{name}") for name in kernels]
+    launchers = [getattr(module, name).__globals__.get(f"_launcher_{name}") for name in kernels]
     seconds = precompile_all(launcher for launcher in launchers if launcher is not None)
     log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
 
@@ -171,8 +170,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name
     graph = lower(gm, example_inputs, config, name)
     with V.set_graph_handler(graph):
         scheduler = schedule(graph, config)
-        kernels, inplace = generate_kernels(graph, scheduler, config)
-        wrapper = WrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config, inplace)
+        kernels = generate_kernels(graph, scheduler, config)
+        wrapper = WrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config)
         plan = wrapper.memory_plan()
         wrapper_source = wrapper.generate(plan)
     module, path = load_wrapper(wrapper_source)
@@ -181,8 +180,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name
         precompile_kernels(module, kernels)
     compiled = CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
                              plan, eager_peak_bytes(gm), wrapper=wrapper)
-    for kname, (_, arg_names, _) in kernels.items():
-        compiled.kernel_bytes[kname] = sum(wrapper.plan_nbytes(n) for n in arg_names)
+    for kernel in kernels.values():
+        kernel.bytes_moved = sum(wrapper.plan_nbytes(n) for n in kernel.args)
     _count(compiled)
     log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
     _log_compiled(compiled)
@@ -195,7 +194,7 @@ def _count(cg: CompiledGraph):
     metrics.graphs_compiled += 1
     metrics.nodes_before_fusion += len(cg.scheduler.nodes)
     metrics.nodes_after_fusion += len(cg.scheduler.schedule)
-    metrics.estimated_bytes_moved += sum(cg.kernel_bytes.values())
+    metrics.estimated_bytes_moved += sum(k.bytes_moved for k in cg.kernels.values())
 
 
 def _log_compiled(cg: CompiledGraph):

@@ -100,7 +100,7 @@ def test_inplace_race_is_named():
     c = report.culprit
     assert c is not None and report.kind == "codegen", str(report)
     cg = report.graphs[c.graph]
-    assert cg.wrapper.inplace[c.kernel], "the culprit kernel writes over its input"
+    assert cg.kernels[c.kernel].inplace, "the culprit kernel writes over its input"
     assert "aten.clone.default" in culprit_ops(report)
     assert report.levels["fusion"].endswith("not fusion")
     expected = transpose_scale(a, b)

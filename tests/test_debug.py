@@ -102,6 +102,8 @@ def test_trace_contents_match_the_compile(gpt2, gpt2_trace):
     for k in kernel_names(cg):
         assert k in post and k in schedule
     assert "kept in registers" in post
+    assert not (gpt2_trace / "kernels.py").exists(), "C++ kernels go to kernels.cpp only"
+    assert all(k.startswith("cpp_fused_") for k in kernel_names(cg)), kernel_names(cg)
     assert "addmm" in (gpt2_trace / "aten_graph.txt").read_text()
     assert "models.py" in (gpt2_trace / "aten_graph.txt").read_text()  # user source lines
 
@@ -127,6 +129,8 @@ def test_trace_with_dynamo_graph_and_backward(tmp_path, capsys):
     with collect_compiled() as graphs:
         torch.compile(ln, backend=backend)(x).relu().sum().backward()
     assert [cg.graph.name for cg in graphs] == ["forward", "backward"]
+    forward, backward = (set(cg.kernels) for cg in graphs)
+    assert forward and backward and not forward & backward, "kernel names collide across the graphs"
     for cg in graphs:
         folder = write_trace(cg, tmp_path / cg.graph.name, fx_graph_module=dynamo_graphs[0])
         text = (folder / "fx_graph.py").read_text()
@@ -153,7 +157,7 @@ def test_fusion_graph_structure(gpt2):
     G = gpt2.fusion_graph()
     assert isinstance(G, nx.DiGraph) and nx.is_directed_acyclic_graph(G)
     assert set(G.graph["kernels"]) == set(cg.kernels)
-    removed = {b for _, _, gone in cg.kernels.values() for b in gone}
+    removed = {b for k in cg.kernels.values() for b in k.removed}
     assert removed, "a GPT-2 block keeps some reductions in registers"
     for name, data in G.nodes(data=True):
         assert data["removed"] == (name in removed)
@@ -191,7 +195,7 @@ def test_dot_missing_writes_dot_and_says_how_to_install(gpt2, tmp_path, monkeypa
     result = fg.render_fusion_graph(gpt2.graphs[0], tmp_path)
     assert result.svg is None and result.png is None and not result.ok
     source = result.dot.read_text()
-    assert source.startswith("digraph") and "cluster_kernel0" in source
+    assert source.startswith("digraph") and f"cluster_{kernel_names(gpt2.graphs[0])[0]}" in source
     assert "apt-get install graphviz" in result.message and "brew install graphviz" in result.message
     assert not (tmp_path / "fusion_graph.svg").exists()
     # the whole trace still works, and the report says how to get the picture
@@ -246,9 +250,11 @@ def test_report_sections_links_and_escaping(gpt2, tmp_path):
             assert href[1:] in ids, f"dangling link {href}"
     assert "<link" not in text and "@import" not in text and " src=" not in text
     # each kernel links to the ATen ops it came from
-    kernel0 = text[text.index('id="g0-kernel-kernel0"'):]
+    kernel0 = text[text.index(f'id="g0-kernel-{kernel_names(cg)[0]}"'):]
     kernel0 = kernel0[:kernel0.index("</div></div>") if "</div></div>" in kernel0 else 2000]
     assert 'href="#g0-aten-' in kernel0
+    # each kernel's code is labelled with its language
+    assert all(f"{k}</a> (C++)</div>" in text for k in kernel_names(cg)) and "(Triton)" not in text
     # code is escaped: the C++ loop condition `i0 < 2` never appears raw
     assert "i0 &lt; 2" in text and "i0 < 2" not in text
     assert "<svg" in text and "memchart" in text and "eager estimate peak" in text
@@ -262,13 +268,14 @@ def test_report_without_fusion(tmp_path):
         return y, y.sum(-1)
     r = miniinductor.explain(fn, torch.randn(4, 8), fusion=False)
     html = render_report(r.graphs)
-    assert "No fusion candidates" in html and "g0-kernel-kernel1" in html
+    assert kernel_names(r.graphs[0]) == ["cpp_fused_add_sin_0", "cpp_fused_sum_1"]
+    assert "No fusion candidates" in html and "g0-kernel-cpp_fused_sum_1" in html
 
 
 def test_repr_html(layer_norm):
     html = layer_norm._repr_html_()
     assert isinstance(html, str) and html.startswith("<div") and "<html" not in html
-    assert "kernel0" in html and "<details" in html and "<table" in html
+    assert kernel_names(layer_norm.graphs[0])[0] in html and "<details" in html and "<table" in html
     if shutil.which("dot"):
         assert "<svg" in html
 

@@ -24,11 +24,7 @@ BASE = {"config", "metrics", "logs", "virtualized", "ops_handler"}
 IR_MAY_IMPORT = {"virtualized", "ops_handler"}
 
 #: cycles that are known and owned elsewhere; each is to be removed, not to grow
-KNOWN_CYCLES = [
-    # TODO(issue 12, item 4): codegen/triton.py ↔ codegen/triton_mix_order.py (the kernel
-    # machinery's owner merges them); remove this entry when the pair is gone
-    {"codegen.triton", "codegen.triton_mix_order"},
-]
+KNOWN_CYCLES: list[set[str]] = []   # none left (codegen/triton_tiling.py broke the last)
 #: imports against the phase order, on purpose, with the reason
 ALLOWED = {
     ("codegen.wrapper", "scheduler"): "the wrapper walks the schedule: it tells kernels (FusedGroup) from extern calls",

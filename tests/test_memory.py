@@ -169,6 +169,7 @@ def test_kernel_writes_in_place_over_a_dying_input():
     assert len(inplace) == 1, str(cg.plan)
     (out, src), = inplace.items()
     assert f"{out} = {src}  # in-place" in cg.wrapper_source
-    (source, _, _), = cg.kernels.values()
-    assert "in_out_ptr0" in source and "out_ptr1" not in source
+    (kernel,) = cg.kernels.values()
+    assert kernel.inplace == {out: src}
+    assert "in_out_ptr0" in kernel.source and "out_ptr1" not in kernel.source
     assert cg.plan.peak_bytes <= cg.eager_peak

@@ -97,11 +97,12 @@ def test_report_script_runs_without_console_errors(report, tmp_path):
 
 
 def test_report_links_a_kernel_to_its_origins(report, tmp_path):
-    """Opening report.html#pin=g0:kernel0 pins kernel0: its ATen ops, IR buffers and code light up."""
+    """Opening report.html#pin=g0:<first kernel> pins it: its ATen ops, IR buffers and code light up."""
+    kernel0 = re.search(r'id="g0-kernel-((?:cpp|triton)_\w+_0)"', report.read_text()).group(1)
     result = run_chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--dump-dom",
-                          report.as_uri() + "#pin=g0:kernel0")
+                          report.as_uri() + f"#pin=g0:{kernel0}")
     dom = result.stdout
     assert console_lines(result.stderr) == []
-    for anchor in ("g0-kernel-kernel0", "g0-code-kernel0", "g0-ir-buf0", "g0-aten-add_1"):
+    for anchor in (f"g0-kernel-{kernel0}", f"g0-code-{kernel0}", "g0-ir-buf0", "g0-aten-add_1"):
         tag = dom[dom.rindex("<", 0, dom.index(f'id="{anchor}"')):dom.index(">", dom.index(f'id="{anchor}"'))]
         assert re.search(r'class="[^"]*\bhl\b', tag), f"{anchor} not highlighted: {tag}"

@@ -31,10 +31,12 @@ triton = pytest.importorskip("triton")
 import torch.nn.functional as F  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
+import miniinductor  # noqa: E402
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
-from miniinductor.codegen.cpp import MissingStore  # noqa: E402
+from miniinductor.codegen.common import MissingStore  # noqa: E402
 from miniinductor.compile_fx import lower, schedule  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
+from miniinductor.codegen.triton_tiling import kernel_for_group  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
 from miniinductor.ir.nodes import ExternKernel  # noqa: E402
 from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
@@ -62,7 +64,7 @@ def removable(group, scheduler) -> set[str]:
 def make_kernel(group, scheduler, config, setup=None) -> TritonKernel:
     removed = removable(group, scheduler)
     while True:
-        kernel = TritonKernel.for_group(group, config, removed)
+        kernel = kernel_for_group(group, config, removed)
         if setup is not None:
             setup(kernel)
         try:
@@ -86,6 +88,7 @@ class Compiled:
             for group in self.scheduler.schedule:
                 if isinstance(group, FusedGroup):
                     kernel = make_kernel(group, self.scheduler, self.config, setup)
+                    group.kernel_name = kernel.record(group, len(self.kernels)).name   # as compile_fx names it
                     self.kernels[group.kernel_name] = kernel
                     self.sources[group.kernel_name] = kernel.codegen()
         for name, source in self.sources.items():
@@ -101,7 +104,7 @@ class Compiled:
                 for name in item.get_names():
                     if name not in kernel.removed:
                         memory[name] = poisoned(self.graph.get_buffer(name).layout)
-                launch = getattr(self.modules[item.kernel_name], item.kernel_name)
+                launch = getattr(self.modules[item.kernel_name], kernel.launcher_name())
                 launch(*[memory[n] for n in kernel.args.call_names()])
             else:
                 memory[item.node.get_name()] = run_extern(item.node, memory)
@@ -183,7 +186,8 @@ def with_nans(*shape):
 def test_pointwise_chain_with_broadcasting():
     c = check(lambda x, y, z: ((x + y).relu() * 2 - torch.sigmoid(z)) / (1 + y.abs()),
               randn(4, 1, 8), randn(8), randn(3, 1), expect_kernels=1)
-    assert "@triton.jit" in c.source() and "def kernel0(" in c.source()
+    assert "@triton.jit" in c.source() and "def triton_poi_fused_abs_add_div_mul_relu_sigmoid_sub_0(" in c.source()
+    assert "def launch_triton_poi_fused_abs_add_div_mul_relu_sigmoid_sub_0(" in c.source()
 
 
 def test_contiguous_index_prints_as_xindex():
@@ -410,7 +414,7 @@ def test_plain_ops_handler_interface():
         assert kernel.args.call_names() == ["arg0_1", buf.get_name()]
         source = kernel.codegen()
     out = torch.full((4,), float("nan"), device=DEVICE)
-    load_module(source).kernel0(x, out)
+    load_module(source).launch_kernel0(x, out)
     assert_close(out, (x * 2).sum(-1), "kernel0")
 
 
@@ -541,3 +545,23 @@ def test_addmm_stays_one_call_for_cpp_kernels():
     gm = make_fx(lambda x: (torch.relu(F.linear(x, w, b)) * 2,), decomposition_table=decomposition_table())(x)
     graph = lower(gm, [x], Config(cpu_backend="cpp"))
     assert [str(b.op) for b in graph.buffers if isinstance(b, ExternKernel)] == ["aten._addmm_activation.default"]
+
+
+def test_trace_and_report_of_triton_kernels(tmp_path):
+    """Triton kernels are named as Inductor names them, written to kernels.py (not
+    kernels.cpp) in the trace folder, and labelled Triton in the HTML report."""
+    def fn(x, w):
+        return torch.softmax(x, -1) * w, w.cos() + 1, x[:, :64].sum(-1)
+    x, w = randn(8, 4096 + 8).to(DEVICE), randn(4096 + 8).to(DEVICE)
+    result = miniinductor.explain(fn, x, w, cpu_backend="triton")
+    (cg,) = result.graphs
+    kinds = {name.split("_fused_")[0] for name in cg.kernels}   # pointwise, looped, persistent
+    assert kinds == {"triton_poi", "triton_red", "triton_per"}, list(cg.kernels)
+    assert all(k.language == "triton" for k in cg.kernels.values())
+    (folder,) = result.write_trace(tmp_path)
+    assert not (folder / "kernels.cpp").exists()
+    kernels_py = (folder / "kernels.py").read_text()
+    compile(kernels_py, "kernels.py", "exec")
+    assert all(f"def {name}(" in kernels_py for name in cg.kernels) and "g++" not in kernels_py
+    report = (folder / "report.html").read_text()
+    assert all(f"{name}</a> (Triton)</div>" in report for name in cg.kernels) and "(C++)" not in report

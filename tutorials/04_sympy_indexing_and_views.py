@@ -231,8 +231,8 @@ for got, want in zip(outs, views_fn(x_t, y_t)):
 print("all four outputs match eager\n")
 
 graph = last_compiled()[-1]
-for name, entry in graph.kernels.items():
-    source, arg_names = entry[0], entry[1]   # (C++ source, argument buffer names, ...)
+for name, kernel in graph.kernels.items():
+    source, arg_names = kernel.source, kernel.args   # a GeneratedKernel: C++ source, argument buffer names...
     loads = [line.strip() for line in source.splitlines() if "in_ptr" in line and "=" in line]
     print(f"{name} (args {arg_names}):")
     for line in loads:

@@ -45,7 +45,8 @@ os.environ["MINIINDUCTOR_CACHE_DIR"] = cache_root.name
 # `compile_graph(gm, example_inputs, config, name)` is the compiler proper (what
 # AOTAutograd calls for each forward/backward graph). It returns a `CompiledGraph`
 # holding every artifact: `.graph` (GraphLowering, tutorial 5), `.scheduler`,
-# `.kernels` (`{name: (C++ source, argument buffer names, ...)}`), `.wrapper_source`,
+# `.kernels` (`{name: GeneratedKernel}`: each kernel's language, C++ source, argument
+# buffer names, in-place pairs, origins and bytes moved), `.wrapper_source`,
 # `.path` (the wrapper file) and `.call`.
 #
 # Our example is a scaled softmax plus a bias: two reductions and some pointwise work.
@@ -81,8 +82,8 @@ print("compiled softmax matches eager")
 # %%
 print(compiled.scheduler)
 print()
-for name, entry in compiled.kernels.items():
-    source, arg_names = entry[0], entry[1]
+for name, kernel in compiled.kernels.items():
+    source, arg_names = kernel.source, kernel.args
     print(f"// {name}: arguments {arg_names}")
     print(source)
 
@@ -109,8 +110,8 @@ for name, entry in compiled.kernels.items():
 
 
 def pragmas(compiled_graph):
-    return [line.strip() for entry in compiled_graph.kernels.values()
-            for line in entry[0].splitlines() if line.strip().startswith("#pragma")]
+    return [line.strip() for kernel in compiled_graph.kernels.values()
+            for line in kernel.source.splitlines() if line.strip().startswith("#pragma")]
 
 
 small_args = [torch.randn(4, 8), torch.randn(8)]
@@ -130,8 +131,8 @@ torch.testing.assert_close(small(list(small_args))[0], softmax_fn(*small_args)[0
 # %%
 unfused = compile_graph(gm, args, Config(fusion=False), name="softmax_unfused")
 print(unfused.scheduler)
-for name, entry in unfused.kernels.items():
-    print(f"  {name} arguments: {entry[1]}")
+for name, kernel in unfused.kernels.items():
+    print(f"  {name} arguments: {kernel.args}")
 assert len(unfused.kernels) == 4 and len(compiled.kernels) == 1
 torch.testing.assert_close(unfused(list(args))[0], softmax_fn(*args)[0])
 
@@ -198,7 +199,7 @@ start = time.perf_counter()
 again = compile_graph(gm, args, Config(), name="softmax")
 warm_s = time.perf_counter() - start
 print(f"\ncold compile: {cold_s:.3f} s   warm compile (same graph, cache hit): {warm_s:.3f} s")
-assert again.kernels[next(iter(again.kernels))][0] == compiled.kernels[next(iter(compiled.kernels))][0]
+assert next(iter(again.kernels.values())).source == next(iter(compiled.kernels.values())).source
 
 # %% [markdown]
 # ## 5. Through the front door
@@ -253,7 +254,7 @@ torch.testing.assert_close(out, expected)
 print("kernels generated for the chain:", miniinductor.metrics.generated_kernel_count)
 assert miniinductor.metrics.generated_kernel_count == 1
 (chain_graph,) = last_compiled()[-1:]
-print(next(iter(chain_graph.kernels.values()))[0])
+print(next(iter(chain_graph.kernels.values())).source)
 
 # %%
 

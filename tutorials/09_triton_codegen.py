@@ -39,7 +39,7 @@ import time
 import torch
 
 import miniinductor
-from miniinductor.codegen.triton import TritonOverrides
+from miniinductor.codegen.triton_overrides import TritonOverrides
 from miniinductor.codegen.policy import PERSISTENT_REDUCTION_MAX, block_sizes, tile_sizes
 from miniinductor.compile_fx import collect_compiled, generate_kernel
 from miniinductor.runtime.triton_runtime import load_module
@@ -63,8 +63,8 @@ def compile_one(fn, *args, **options):
 
 def only_kernel(graph) -> str:
     """The source of a graph's single generated kernel."""
-    (entry,) = graph.kernels.values()
-    return entry[0]
+    (kernel,) = graph.kernels.values()   # name → GeneratedKernel
+    return kernel.source
 
 
 def kernel_part(source: str) -> str:
@@ -121,9 +121,13 @@ print(only_kernel(chain_triton))
 # %% [markdown]
 # How to read it:
 #
-# * The module is self-contained: imports, then the `@triton.jit` kernel `triton_kernel0`,
-#   then the **launcher** `kernel0`, a plain Python function the wrapper calls with the
-#   tensors. It picks the grid -- `(1,)`: `cdiv(1000, 1024)` programs -- and the block
+# * The kernel is named as Inductor names it: `triton_poi_` (pointwise; `triton_per_` and
+#   `triton_red_` are persistent and looped reductions), `fused_` and the ATen ops it
+#   computes, then its number in the graph.
+# * The module is self-contained: imports, then the `@triton.jit` kernel
+#   `triton_poi_fused_add_mul_relu_sub_0`, then the **launcher**
+#   `launch_triton_poi_fused_add_mul_relu_sub_0`, a plain Python function the wrapper
+#   calls with the tensors. It picks the grid -- `(1,)`: `cdiv(1000, 1024)` programs -- and the block
 #   sizes from `codegen/policy.py`'s heuristic (no autotuning: 1024 elements a
 #   program, 4 warps).
 # * The loop nest `[20, 50]` is **flattened**: `xnumel = 1000` and one `xindex` runs over
@@ -142,7 +146,9 @@ print(only_kernel(chain_triton))
 # %%
 module = load_module(only_kernel(chain_triton), interpret=True)
 padded_out = torch.full((1024,), float("nan"))
-module.kernel0(chain_args[0], chain_args[1], padded_out)
+(chain_name,) = chain_triton.kernels
+assert chain_name == "triton_poi_fused_add_mul_relu_sub_0", chain_name
+getattr(module, f"launch_{chain_name}")(chain_args[0], chain_args[1], padded_out)
 torch.testing.assert_close(padded_out[:1000].view(20, 50), chain(*chain_args))
 assert padded_out[1000:].isnan().all()
 print("lanes 1000..1023 were masked off: the tail of the buffer is still NaN")
@@ -167,7 +173,8 @@ print(wrapper[wrapper.index("def call"):].strip())
 # (A few earlier decisions read the policy too: an `addmm` is split for Triton, a mix-order
 # pair (section 6) is Triton-only, and only C++ kernels store a twice-read transcendental
 # value rather than recompute it.) `generate_kernel(group, ...)` then
-# builds a `CppKernel` or a `TritonKernel.for_group(group)`. Both are **ops handlers**
+# builds a `CppKernel` or a Triton kernel (`kernel_for_group(group)` in
+# codegen/triton_tiling.py picks a plain, tiled or mix-order one). Both are **ops handlers**
 # (tutorial 3): each node's `inner_fn` runs under the kernel, and every `ops.load`,
 # `ops.add`... writes one line of C++ or of Triton. Only the spelling of each op differs;
 # `TritonOverrides` holds Triton's:
@@ -183,13 +190,15 @@ for op, args in [("add", ("a", "b")), ("relu", ("a",)), ("maximum", ("a", "b")),
 # the dtype picks a spelling with torch's meaning.)
 #
 # Now compile the chain again with the default C++ backend and compare. The scheduler's
-# group is the same; only the kernel differs:
+# group is the same (its buffers and loops); only the kernel differs, and its name
+# (`cpp_fused_...` rather than `triton_poi_fused_...`):
 
 # %%
 chain_cpp = compile_one(chain, *chain_args)
 print("C++ groups:   ", [str(g) for g in chain_cpp.fused_groups()])
 print("Triton groups:", [str(g) for g in chain_triton.fused_groups()])
-assert [str(g) for g in chain_cpp.fused_groups()] == [str(g) for g in chain_triton.fused_groups()]
+loops = lambda graph: [(g.get_names(), g.R, g.Q) for g in graph.fused_groups()]  # noqa: E731
+assert loops(chain_cpp) == loops(chain_triton)
 print()
 side_by_side(only_kernel(chain_cpp), kernel_part(only_kernel(chain_triton)))
 
@@ -209,8 +218,9 @@ config = chain_cpp.scheduler.config
 with V.set_graph_handler(chain_cpp.graph):
     by_hand = generate_kernel(group, chain_cpp.scheduler, config, "triton")
     cpp_again = generate_kernel(group, chain_cpp.scheduler, config, "cpp")
-    assert by_hand.codegen() == only_kernel(chain_triton)   # codegen() looks up dtypes in V.graph
-    assert cpp_again.codegen() == only_kernel(chain_cpp)
+    # record() names the kernel and generates it (codegen() looks up dtypes in V.graph)
+    assert by_hand.record(group, 0).source == only_kernel(chain_triton)
+    assert cpp_again.record(group, 0).source == only_kernel(chain_cpp)
 print(type(by_hand).__name__, "and", type(cpp_again).__name__, "from one group:", group)
 
 # %% [markdown]
@@ -369,7 +379,7 @@ tr_source = only_kernel(tr_triton)
 print(tr_triton.fused_groups()[0])
 print(kernel_part(tr_source))
 assert "tiled pointwise" in tr_source and "tl.program_id(1)" in tr_source
-assert "triton_kernel0[(2, 2)]" in tr_source   # 80 x 96 in 64 x 64 tiles: a 2 x 2 grid
+assert f"{next(iter(tr_triton.kernels))}[(2, 2)]" in tr_source   # 80 x 96 in 64 x 64 tiles: a 2 x 2 grid
 
 # %% [markdown]
 # The C++ kernel for the same group does not tile: it reads `x` with a stride of 80
@@ -424,9 +434,10 @@ print(mixed.fused_groups()[0])
 print(kernel_part(mix_source))
 assert "mix-order reduction" in mix_source and mix_source.count("tl.load(") == 1
 two = compile_one(colsum_rowmax, mix_x, cpu_backend="triton")   # the default bar: two kernels
-print(f"input read once: {sum(mixed.kernel_bytes.values()):,d} bytes in {len(mixed.kernels)} kernel; "
-      f"without mix-order: {sum(two.kernel_bytes.values()):,d} bytes in {len(two.kernels)} kernels")
-assert len(two.kernels) == 2 and sum(two.kernel_bytes.values()) > sum(mixed.kernel_bytes.values())
+mixed_bytes, two_bytes = (sum(k.bytes_moved for k in g.kernels.values()) for g in (mixed, two))
+print(f"input read once: {mixed_bytes:,d} bytes in {len(mixed.kernels)} kernel; "
+      f"without mix-order: {two_bytes:,d} bytes in {len(two.kernels)} kernels")
+assert len(two.kernels) == 2 and two_bytes > mixed_bytes
 
 # %% [markdown]
 # ## 7. Memory traffic of the fused softmax
@@ -451,7 +462,7 @@ assert len(two.kernels) == 2 and sum(two.kernel_bytes.values()) > sum(mixed.kern
 # their consumers, so three kernels remain: the max reads `x` (N) and writes `R`, the
 # sum reads `x` and the max and writes `R`, the output reads `x` and both statistics and
 # writes `N`: `4N + 5R` floats. The compiler's own count (each kernel's argument buffers,
-# `CompiledGraph.kernel_bytes`) agrees:
+# each kernel's `bytes_moved`) agrees:
 
 # %%
 R, C = 16, 64   # tiny: the interpreter's tl.reduce is slow (a 64 x 256 softmax takes seconds)
@@ -459,7 +470,7 @@ N = R * C
 mem_x = torch.randn(R, C)
 fused = compile_one(softmax, mem_x, cpu_backend="triton")
 unfused = compile_one(softmax, mem_x, cpu_backend="triton", fusion=False)
-fused_bytes, unfused_bytes = sum(fused.kernel_bytes.values()), sum(unfused.kernel_bytes.values())
+fused_bytes, unfused_bytes = (sum(k.bytes_moved for k in g.kernels.values()) for g in (fused, unfused))
 print(f"op by op (eager decomposition): {(8 * N + 4 * R) * 4:>8,d} bytes")
 print(f"miniinductor, fusion=False:     {unfused_bytes:>8,d} bytes in {len(unfused.kernels)} kernels")
 print(f"miniinductor, fused:            {fused_bytes:>8,d} bytes in {len(fused.kernels)} kernel")

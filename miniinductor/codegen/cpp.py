@@ -6,10 +6,10 @@ handler: running a buffer's body under it turns every `ops.*` call into a C++ st
 around the body come from the buffer's ranges:
 
     #pragma omp parallel for            <- outer (non-reduction) loops, when big enough
-    for (long i0 = 0; i0 < 64; i0 += 1) {
+    for (int64_t i0 = 0; i0 < 64; i0 += 1) {
         float acc0 = 0;                  <- reduction prefix
         #pragma omp simd reduction(+:acc0)
-        for (long r0 = 0; r0 < 128; r0 += 1) {
+        for (int64_t r0 = 0; r0 < 128; r0 += 1) {
             auto tmp0 = in_ptr0[r0 + 128*i0];     <- loads and compute
             acc0 = acc0 + tmp0;
         }
@@ -26,18 +26,18 @@ import math
 import sympy
 import torch
 
-from ..ir.indexing import cexpr, index_vars, simplify_with_ranges
+from ..ir.indexing import cexpr, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
-from .common import CSE, BlockKernel, IndentedBuffer, KernelArgs, canonical_len
+from .common import IndentedBuffer, Kernel, canonical_len, compute_dtype
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
     torch.bfloat16: "uint16_t", torch.int64: "int64_t", torch.int32: "int32_t",
     torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
 }
-#: the type arithmetic happens in: float16/bfloat16 are widened to float
-COMPUTE_TYPE = {**DTYPE_TO_CPP, torch.float16: "float", torch.bfloat16: "float"}
+#: the type arithmetic happens in (float16/bfloat16 widen to float: common.compute_dtype)
+COMPUTE_TYPE = {dtype: DTYPE_TO_CPP[compute_dtype(dtype)] for dtype in DTYPE_TO_CPP}
 LOAD_CONVERT = {torch.float16: "mi_half2float", torch.bfloat16: "mi_bf162float"}
 STORE_CONVERT = {torch.float16: "mi_float2half", torch.bfloat16: "mi_float2bf16"}
 
@@ -123,41 +123,13 @@ def reduction_init(reduction_type, ctype):
     return REDUCTION_INIT[reduction_type]
 
 
-class MissingStore(Exception):
-    """A fused-away buffer was read where its value is not in scope: keep it in memory."""
-
-
-class Block:
-    """One part of the body inside the outer loops: `outer` (runs once per outer
-    iteration), `inner` (a loop over the reduction ranges) or `reduction` (the same loop,
-    folding values into accumulators declared in `prefix` and stored in `suffix`)."""
-
-    def __init__(self, kind):
-        self.kind = kind
-        self.prefix, self.body, self.suffix = IndentedBuffer(), IndentedBuffer(), IndentedBuffer()
-        self.written: set[str] = set()
-        self.omp_reductions: list[tuple[str | None, str]] = []
-        self.has_argreduction = False
-
-
-class CppKernel(BlockKernel):
+class CppKernel(Kernel):
     """Generates one C++ function for a fused group: outer loops over `ranges`, then one
-    block after another, each looping over `reduction_ranges` or not at all."""
+    block after another, each looping over `reduction_ranges` or not at all: `outer` (runs
+    once per outer iteration), `inner` (a loop over the reduction ranges) or `reduction`
+    (the same loop, folding values into accumulators declared in `prefix`, stored in `suffix`)."""
 
-    def __init__(self, name: str, ranges, reduction_ranges, config, removed_buffers=(), inplace=None):
-        self.name, self.config = name, config
-        self.ranges, self.reduction_ranges = list(ranges), list(reduction_ranges)
-        self.itervars = index_vars("i", self.ranges)
-        self.reduction_vars = index_vars("r", self.reduction_ranges)
-        self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
-        self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
-        self.args = KernelArgs(inplace)   # in-place outputs write through their input's pointer
-        self.cse = CSE()
-        self.blocks: list[Block] = []
-        self.block: Block | None = None
-        self.outer_cse: dict[str, str] = {}
-        self.outer_stores: dict[tuple[str, str], str] = {}   # (buffer, index) → variable
-        self.stores_in_scope: dict[tuple[str, str], str] = {}
+    language, loop_kind = "cpp", "reduction"
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -170,21 +142,8 @@ class CppKernel(BlockKernel):
     def starts_new_block(self, kind, reads) -> bool:
         return self.block.kind != kind or (kind == "reduction" and bool(reads & self.block.written))
 
-    def _open_block(self, kind):
-        self.block = Block(kind)
-        self.blocks.append(self.block)
-        if kind == "outer":
-            self.cse.cache, self.stores_in_scope = self.outer_cse, self.outer_stores
-        else:  # names made inside the loop die with it
-            self.cse.cache, self.stores_in_scope = dict(self.outer_cse), dict(self.outer_stores)
-
-    @property
-    def compute(self):
-        return self.block.body
-
-    @compute.setter
-    def compute(self, buffer):
-        self.block.body = buffer
+    def scoped(self, kind) -> bool:
+        return kind != "outer"   # names made inside the loop die with it
 
     # ------------------------------------------------------------------ the ops handler
     def __getattr__(self, name):
@@ -197,13 +156,11 @@ class CppKernel(BlockKernel):
         return cexpr(simplify_with_ranges(sympy.sympify(expr), self.var_ranges))
 
     def load(self, name, index):
-        key = (name, self.index(index))
-        if key in self.stores_in_scope:
-            return self.stores_in_scope[key]
-        if name in self.removed:
-            raise MissingStore(name)
+        index = self.index(index)
+        if (stored := self._stored(name, index)) is not None:
+            return stored
         dtype = V.graph.get_dtype(name)
-        expr = f"{self.args.input(name)}[{key[1]}]"
+        expr = f"{self.args.input(name)}[{index}]"
         if dtype in LOAD_CONVERT:
             expr = f"{LOAD_CONVERT[dtype]}({expr})"
         return self.cse.generate(self.compute, expr)
@@ -214,14 +171,11 @@ class CppKernel(BlockKernel):
         return f"{self.args.output(name)}[{self.index(index)}] = {value};"
 
     def store(self, name, index, value):
-        self.stores_in_scope[(name, self.index(index))] = value
-        if name not in self.removed:
-            self.compute.writeline(self._store_line(name, index, value))
+        self._note_store(name, self.index(index), value, lambda: self._store_line(name, index, value))
 
-    def store_reduction(self, name, index, value):
-        self.outer_stores[(name, self.index(index))] = value   # the accumulator outlives the loop
-        if name not in self.removed:
-            self.block.suffix.writeline(self._store_line(name, index, value))
+    def store_reduction(self, name, index, value):   # the accumulator outlives the loop
+        self._note_store(name, self.index(index), value, lambda: self._store_line(name, index, value),
+                         self.block.suffix, outlives_block=True)
 
     def constant(self, value, dtype):
         return self.cse.generate(self.compute, cpp_constant(value, dtype))
@@ -245,11 +199,8 @@ class CppKernel(BlockKernel):
         lambda_var = self.cse.newvar()
         outer = self.compute
         self.compute = IndentedBuffer()
-        saved_stores = dict(self.stores_in_scope)
-        with self.cse.scope():
+        with self.cse.scope(), self.masked_scope():
             result = body()
-        self.stores_in_scope.clear()
-        self.stores_in_scope.update(saved_stores)
         inner = self.compute
         self.compute = outer
         outer.writeline(f"auto {lambda_var} = [&] {{")

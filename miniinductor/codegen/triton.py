@@ -6,7 +6,7 @@ Mirrors `torch/_inductor/codegen/triton.py` (TritonOverrides, TritonKernel). Lik
 them). Where C++ walks one element at a time, a Triton program handles a *block*:
 
     @triton.jit
-    def triton_kernel0(in_ptr0, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    def triton_per_fused_sum_0(in_ptr0, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
         xnumel = 8                                 <- prod(ranges), flattened into xindex
         xoffset = tl.program_id(0) * XBLOCK
         xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
@@ -22,13 +22,17 @@ them). Where C++ walks one element at a time, a Triton program handles a *block*
         tmp2 = tl.reduce(tmp1, 1, _sum_combine)[:, None]
         tl.store(out_ptr0 + (i0), tmp2, xmask)
 
-    _launch_kernel0 = Launcher(triton_kernel0, (1,), (torch.float32, torch.float32),
-                               XBLOCK=8, RBLOCK=64, num_warps=2)
+    _launcher_triton_per_fused_sum_0 = Launcher(triton_per_fused_sum_0, (1,), (torch.float32, torch.float32),
+                                                XBLOCK=8, RBLOCK=64, num_warps=2)
 
-    def kernel0(in_ptr0, out_ptr0):                <- the launcher: tensors, in the order
-        _launch_kernel0(in_ptr0, out_ptr0)            of kernel.args.call_names()
+    def launch_triton_per_fused_sum_0(in_ptr0, out_ptr0):   <- the launcher: tensors, in
+        _launcher_triton_per_fused_sum_0(in_ptr0, out_ptr0)     the order of kernel.args.call_names()
 
-(`Launcher(...)(args)` is `triton_kernel0[(1,)](args, XBLOCK=8, ...)` minus the JIT's
+Kernels are named as Inductor names them (`Kernel.record`): `triton_per_` (a persistent
+reduction), `triton_red_` (looped) or `triton_poi_` (pointwise), then `fused_` and the
+kernel's ATen ops, then its number in the graph.
+
+(`Launcher(...)(args)` is `triton_per_fused_sum_0[(1,)](args, XBLOCK=8, ...)` minus the JIT's
 per-call dispatch after the first call; from the pointers' dtypes it can also compile
 ahead, all of a graph's kernels at once: runtime/triton_runtime.py.)
 
@@ -43,13 +47,15 @@ block, and `loop` blocks over the reduction ranges. A reduction is *persistent* 
 next_power_of_2(rnumel), everything straight-line) when rnumel <= 4096, else *looped*
 (`for roffset in range(...)` with block-shaped accumulators; a block that reads a finished
 reduction starts a new loop, as Inductor does for softmax). A pointwise group that reads or
-writes memory transposed is *tiled* (`TritonKernel.for_group`, `tile_split`): its ranges are
+writes memory transposed is *tiled* (triton_tiling.py, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis.
 
 Simplified: block sizes come from a small heuristic in codegen/policy.py (with
-`max_autotune`, a few are timed); no split reductions (but mix-order ones:
-triton_mix_order.py), block pointers, or bounds assertions on indirect indices; sizes are
-static, so `xnumel`/`rnumel` are constants in the kernel.
+`max_autotune`, a few are timed); reductions that would run as too few programs are split
+in two before codegen (`split_reductions`, lowering/reductions.py, by a simpler rule than
+Inductor's), and mix-order ones read their input once (triton_mix_order.py); no block
+pointers, no bounds assertions on indirect indices; sizes are static, so `xnumel`/`rnumel`
+are constants in the kernel.
 """
 from __future__ import annotations
 
@@ -60,53 +66,33 @@ import re
 import sympy
 import torch
 
-from ..ir.indexing import index_vars, simplify_with_ranges
+from ..ir.indexing import simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
-from .common import CSE, BlockKernel, IndentedBuffer, KernelArgs, canonical_len
-from .cpp import MissingStore
+from .common import CSE, LOW_PRECISION, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
 from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
-from .triton_overrides import (  # noqa: F401  (TritonOverrides: re-exported for readers)
-    TRITON_TYPE, LOW_PRECISION, compute_dtype, triton_literal, texpr, TritonOverrides, BOOL_RESULT, reduction_init, REDUCE_ROW, COMBINE)
-
-class Block:
-    """One part of the kernel body, in order (as in CppKernel): `outer` code runs once per
-    block of rows (values shaped [XBLOCK, 1]); a `loop` block runs over the reduction
-    ranges -- straight-line over the whole row when the reduction is persistent, a
-    `for roffset` loop otherwise, with accumulators set up in `prefix` and the final
-    reductions (and their stores) in `suffix`."""
-
-    def __init__(self, kind):
-        self.kind = kind
-        self.prefix, self.body, self.suffix = IndentedBuffer(), IndentedBuffer(), IndentedBuffer()
-        self.written: set[str] = set()   # buffers its nodes computed
-        self.reduced: set[str] = set()   # buffers whose reduction finishes after the loop
+from .triton_overrides import (BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype,
+                               reduction_init, texpr, triton_literal)
 
 
-class TritonKernel(BlockKernel):
+class TritonKernel(Kernel):
     """Generates one Triton kernel and its launcher for a fused group: rows over `ranges`
-    (flattened into xindex), and blocks over `reduction_ranges` (flattened into rindex)."""
+    (flattened into xindex), and blocks over `reduction_ranges` (flattened into rindex):
+    `outer` code runs once per block of rows (values shaped [XBLOCK, 1]); a `loop` block runs
+    over the reduction ranges -- straight-line over the whole row when the reduction is
+    persistent, a `for roffset` loop otherwise."""
+
+    language, loop_kind = "triton", "loop"
 
     def __init__(self, name: str, ranges, reduction_ranges, config=None, removed_buffers=(), tiled=False):
-        self.name, self.config, self.tiled = name, config, tiled
-        self.ranges, self.reduction_ranges = [int(s) for s in ranges], [int(s) for s in reduction_ranges]
-        self.itervars = index_vars("i", self.ranges)
-        self.reduction_vars = index_vars("r", self.reduction_ranges)
-        self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
+        super().__init__(name, ranges, reduction_ranges, config, removed_buffers, cse=CSE(line_template="{var} = {expr}"))
+        self.tiled = tiled
         self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
         self.is_reduction = bool(self.reduction_ranges)
         self.persistent = self.is_reduction and self.rnumel <= PERSISTENT_REDUCTION_MAX and not tiled
-        self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
-        self.args = KernelArgs()
-        self.cse = CSE(line_template="{var} = {expr}")
         self.var_dtypes: dict[str, torch.dtype] = {}   # CSE variable → dtype it computes in
         self.var_dims: dict[str, frozenset] = {}       # CSE variable → block dims ("x", "r") it varies along
-        self.blocks: list[Block] = []
-        self.block: Block | None = None
-        self.outer_cse: dict[str, str] = {}
-        self.outer_stores: dict[tuple[str, str], str] = {}   # (buffer, index) → variable
-        self.stores_in_scope: dict[tuple[str, str], str] = self.outer_stores
         self.mask_stack: list[str] = []   # conditions of the enclosing ops.masked
         self.helpers: set[str] = set()
         self.spans: dict[str, tuple[str, int, int, bool]] = {}  # merged index variable → definition
@@ -120,18 +106,6 @@ class TritonKernel(BlockKernel):
         self._zero = {v: 0 for v, n in self.var_ranges.items() if n == 1}
         self._source = None
 
-    @classmethod
-    def for_group(cls, group, config=None, removed_buffers=()) -> "TritonKernel":
-        """The kernel for a scheduler FusedGroup: its loops (R, Q), or a 2-D tiling of R
-        when a pointwise group reads or writes memory transposed (see `tile_split`)."""
-        if group.transposed:
-            from .triton_mix_order import MixOrderKernel
-            return MixOrderKernel(group.kernel_name, group.R, group.Q, group.transposed, config, removed_buffers)
-        split = tile_split(group) if not group.Q else None
-        if split is not None:
-            return cls(group.kernel_name, group.R[:split], group.R[split:], config, removed_buffers, tiled=True)
-        return cls(group.kernel_name, group.R, group.Q, config, removed_buffers)
-
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
         looped = self.is_reduction and (node.is_reduction or canonical_len(node.ranges) > len(self.ranges))
@@ -141,22 +115,12 @@ class TritonKernel(BlockKernel):
         # a node reading a reduction that finishes after this loop needs a loop of its own
         return self.block.kind != kind or (kind == "loop" and bool(reads & self.block.reduced))
 
-    def _open_block(self, kind):
-        self.block = Block(kind)
-        self.blocks.append(self.block)
-        if kind == "loop" and self.is_reduction and not self.persistent:  # names made in a loop die with it
-            self.cse.cache, self.stores_in_scope = dict(self.outer_cse), dict(self.outer_stores)
-        else:
-            self.cse.cache, self.stores_in_scope = self.outer_cse, self.outer_stores
+    def scoped(self, kind) -> bool:   # names made in a loop die with it
+        return kind == "loop" and self.is_reduction and not self.persistent
 
-    def _current(self) -> Block:
-        if self.block is None:  # used as a plain ops handler (store_body under V.set_ops_handler)
-            self._open_block("loop" if self.is_reduction else "outer")
-        return self.block
-
-    @property
-    def compute(self) -> IndentedBuffer:
-        return self._current().body
+    def name_prefix(self) -> str:
+        return "triton_" + ("red" if self.is_reduction and not self.persistent and not self.tiled
+                            else "per" if self.persistent else "poi")
 
     def _looped(self) -> bool:
         return self.is_reduction and not self.persistent and self._current().kind == "loop"
@@ -243,13 +207,11 @@ class TritonKernel(BlockKernel):
         may point out of bounds where it is false), then one tl.where picks the result."""
         mask_text, _, mask_dims = self._info(mask)
         self.mask_stack.append(mask_text)
-        saved_stores = dict(self.stores_in_scope)
         try:
-            result = body()
+            with self.masked_scope():
+                result = body()
         finally:
             self.mask_stack.pop()
-            self.stores_in_scope.clear()
-            self.stores_in_scope.update(saved_stores)
         text, dtype, dims = self._info(result)
         return self._gen(f"tl.where({mask_text}, {text}, {triton_literal(other, dtype)})", dtype, dims | mask_dims)
 
@@ -326,9 +288,9 @@ class TritonKernel(BlockKernel):
             self.max_numel = max(self.max_numel, V.graph.get_buffer(name).layout.storage_numel())
         except Exception:  # a buffer without a layout is never loaded directly
             pass
-        expr = sympy.expand(simplify_with_ranges(sympy.sympify(index).subs(self._zero), self.var_ranges))
-        self.load_strides.append((expr.coeff(self._x_dims[-1][0]) if self._x_dims else None,
-                                  expr.coeff(self._r_dims[-1][0]) if self._r_dims else None))
+        self.load_strides.append(innermost_strides(sympy.sympify(index).subs(self._zero), self.var_ranges,
+                                                   self._x_dims[-1][0] if self._x_dims else None,
+                                                   self._r_dims[-1][0] if self._r_dims else None))
 
     @staticmethod
     def _mask_text(dims) -> str:
@@ -336,11 +298,8 @@ class TritonKernel(BlockKernel):
 
     # ------------------------------------------------------------------ memory
     def load(self, name, index):
-        key = (name, self.index(index)[0])
-        if key in self.stores_in_scope:
-            return self.stores_in_scope[key]
-        if name in self.removed:
-            raise MissingStore(name)
+        if (stored := self._stored(name, self.index(index)[0])) is not None:
+            return stored
         if name in self._current().reduced and self._looped():
             raise NotImplementedError(f"{name} is read inside the loop that reduces it: "
                                       "use codegen_node, which starts a new loop")
@@ -372,20 +331,14 @@ class TritonKernel(BlockKernel):
         return f"tl.store({pointer}, {text}{', ' + masks if masks else ''})"
 
     def store(self, name, index, value):
-        self.stores_in_scope[(name, self.index(index)[0])] = value
-        if name not in self.removed:
-            self.compute.writeline(self._store_line(name, index, value, frozenset("x")))
+        self._note_store(name, self.index(index)[0], value,
+                         lambda: self._store_line(name, index, value, frozenset("x")))
 
-    def store_reduction(self, name, index, value):
-        self.outer_stores[(name, self.index(index)[0])] = value   # the result outlives the loop
-        self.stores_in_scope[(name, self.index(index)[0])] = value
-        if not self._looped():
-            if name not in self.removed:
-                self.compute.writeline(self._store_line(name, index, value, frozenset("x")))
-            return
-        self._current().reduced.add(name)
-        if name not in self.removed:
-            self._current().suffix.writeline(self._store_line(name, index, value, frozenset("x")))
+    def store_reduction(self, name, index, value):   # the result outlives the loop
+        if self._looped():   # it finishes after the loop
+            self._current().reduced.add(name)
+        self._note_store(name, self.index(index)[0], value, lambda: self._store_line(name, index, value, frozenset("x")),
+                         self._current().suffix if self._looped() else None, outlives_block=True)
 
     # ------------------------------------------------------------------ reductions
     def reduction(self, dtype, src_dtype, reduction_type, value):
@@ -393,12 +346,7 @@ class TritonKernel(BlockKernel):
             raise NotImplementedError("a tiled pointwise kernel computes no reduction")
         text, vdtype, vdims = self._info(value)
         vdtype = vdtype or compute_dtype(src_dtype)
-        if reduction_type in ("sum", "prod"):
-            acc_dtype = compute_dtype(dtype)
-        elif reduction_type == "any" or vdtype == torch.bool:  # any, and max/min of bools
-            acc_dtype = torch.int32
-        else:
-            acc_dtype = vdtype
+        acc_dtype = accumulator_dtype(reduction_type, dtype, vdtype)
         if reduction_type == "any" and vdtype != torch.bool:
             text = f"({text} != 0).to(tl.int32)"
         elif vdtype != acc_dtype:  # e.g. bools as int32, or a float16 sum accumulating in float32
@@ -501,7 +449,12 @@ class TritonKernel(BlockKernel):
                 + self._var_definitions(self._r_dims, "rindex"))
 
     def kernel_name(self) -> str:
-        return f"triton_{self.name}"
+        """The @triton.jit function: the kernel's name, as a GPU profile shows it."""
+        return self.name
+
+    def launcher_name(self) -> str:
+        """The plain Python function the wrapper calls with the tensors."""
+        return f"launch_{self.name}"
 
     def pointer_names(self) -> list[str]:
         """The kernel's (and launcher's) parameters, in the order of `args.call_names()`."""
@@ -574,7 +527,7 @@ class TritonKernel(BlockKernel):
         kind = ("tiled pointwise" if self.tiled else "persistent reduction" if self.persistent else "looped reduction") \
             if self.is_reduction else "pointwise"
         sizes = f"xnumel={self.xnumel}" + (f", rnumel={self.rnumel}" if self.is_reduction else "")
-        lines = [f"def {self.name}({', '.join(ptrs)}):", f'    """{kind}: {sizes}; takes the tensors of {self.args.call_names()}"""']
+        lines = [f"def {self.launcher_name()}({', '.join(ptrs)}):", f'    """{kind}: {sizes}; takes the tensors of {self.args.call_names()}"""']
         if self.xnumel == 0 or (self.tiled and self.rnumel == 0):
             return lines + ["    return  # nothing to compute"]
         candidates = self.autotune_candidates(blocks)
@@ -595,35 +548,7 @@ class TritonKernel(BlockKernel):
         kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
         grid_text = f"({grid[0]},)" if len(grid) == 1 else f"({grid[0]}, {grid[1]})"
         dtypes_text = f"({', '.join(map(str, dtypes))}{',' if len(dtypes) == 1 else ''})"
-        launch = f"_launch_{self.name}"
+        launch = f"_launcher_{self.name}"
         return [f"# {self.kernel_name()}[{grid_text}](..., {kwargs}), pointers of {dtypes_text}",
                 f"{launch} = Launcher({self.kernel_name()}, {grid_text}, {dtypes_text}, {kwargs})", ""] + lines + \
             [f"    {launch}({', '.join(args)})"]
-
-
-
-def tile_split(group, min_size: int = 16) -> int | None:
-    """Where to cut a pointwise group's ranges R into two tile dims, or None to flatten.
-
-    A 1-D block walks memory in the order of the last dim; an access that is contiguous
-    along an earlier dim d instead (a transpose: stride 1 on d, stride > 1 on the last dim)
-    touches one element per cache line. Cutting R after d gives [XBLOCK, RBLOCK] tiles whose
-    rows are contiguous for one access and whose columns are for the other; Triton swaps
-    the layout through shared memory so both sides load and store coalesced."""
-    n = len(group.R)
-    if n < 2:
-        return None
-    cvars = [sympy.Symbol(f"c{k}", integer=True, nonnegative=True) for k in range(n)]  # scheduler's canonical vars
-    split = None
-    for node in group.nodes:
-        for dep in node.reads + node.writes:
-            expr = sympy.expand(sympy.sympify(dep.index))
-            last = expr.coeff(cvars[-1])
-            if last in (0, 1) or not last.is_Integer:
-                continue
-            inner = [d for d in range(n - 1) if expr.coeff(cvars[d]) == 1]
-            if inner:
-                split = max(split or 0, inner[-1] + 1)
-    if split is None or math.prod(group.R[:split]) < min_size or math.prod(group.R[split:]) < min_size:
-        return None
-    return split

@@ -8,7 +8,7 @@ row whole (a persistent reduction, as usual) and folds the band's column partial
 accumulator of one row; the launcher then combines the bands' partial rows:
 
     @triton.jit
-    def triton_kernel0(in_ptr0, out_ptr0, out_ptr1, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+    def triton_per_fused_amax_sum_0(in_ptr0, out_ptr0, out_ptr1, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
         rnumel = 4096
         rbase = tl.arange(0, RBLOCK)[None, :]
         rindex = rbase
@@ -22,9 +22,9 @@ accumulator of one row; the launcher then combines the bands' partial rows:
             _acc0 = _acc0 + tl.reduce(tl.where(xmask & rmask, tmp0, 0.0), 0, _sum_combine)[None, :]
         tl.store(out_ptr1 + (4096*tl.program_id(0) + rindex), _acc0, rmask)  <- one partial row
 
-    def kernel0(in_ptr0, out_ptr0, out_ptr1):
+    def launch_triton_per_fused_amax_sum_0(in_ptr0, out_ptr0, out_ptr1):
         out_ptr1_partial = torch.empty((512, 4096), dtype=torch.float32, device=in_ptr0.device)
-        triton_kernel0[(512,)](in_ptr0, out_ptr0, out_ptr1_partial, XBLOCK=2, RBLOCK=4096, num_warps=8)
+        triton_per_fused_amax_sum_0[(512,)](in_ptr0, out_ptr0, out_ptr1_partial, XBLOCK=2, RBLOCK=4096, num_warps=8)
         torch.sum(out_ptr1_partial, 0, out=out_ptr1.view(-1))   <- 512 partial rows → the column sums
 
 A column node's body runs with its loop variables swapped (its rows are our reduction
@@ -46,7 +46,8 @@ from ..runtime.triton_runtime import cdiv, next_power_of_2
 from ..virtualized import V
 from .policy import MIX_ORDER_KINDS
 from .triton import TritonKernel
-from .triton_overrides import COMBINE, TRITON_TYPE, compute_dtype, reduction_init
+from .common import compute_dtype
+from .triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
 
 #: bands (programs) per streaming multiprocessor of the GPU: enough to keep loads in flight
 #: (on an H100, 528 bands ran at 76% of copy bandwidth, 132 at 37-55%, for 16384 x 4096)
@@ -92,7 +93,7 @@ class MixOrderKernel(TritonKernel):
             return super().reduction(dtype, src_dtype, reduction_type, value)
         text, vdtype, _ = self._info(value)
         vdtype = vdtype or compute_dtype(src_dtype)
-        acc_dtype = compute_dtype(dtype) if reduction_type == "sum" else vdtype
+        acc_dtype = accumulator_dtype(reduction_type, dtype, vdtype)
         if vdtype != acc_dtype:
             text = f"{text}.to({TRITON_TYPE[acc_dtype]})"
         init = reduction_init(reduction_type, acc_dtype)
@@ -139,7 +140,7 @@ class MixOrderKernel(TritonKernel):
 
     def _launcher(self) -> list[str]:
         ptrs, blocks = self.pointer_names(), self.block_sizes()
-        lines = [f"def {self.name}({', '.join(ptrs)}):",
+        lines = [f"def {self.launcher_name()}({', '.join(ptrs)}):",
                  f'    """mix-order reduction: xnumel={self.xnumel}, rnumel={self.rnumel}, {self.bands} bands of '
                  f'{self.band} rows; takes the tensors of {self.args.call_names()}"""']
         args, dtypes = [], [V.graph.get_dtype(n) for n in self.args.call_names()]

@@ -19,18 +19,22 @@ import torch
 from sympy.printing.str import StrPrinter
 
 from ..ops_handler import BINARY_OPS, UNARY_OPS
+from .common import compute_dtype
 
 TRITON_TYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
     torch.bfloat16: "tl.bfloat16", torch.int64: "tl.int64", torch.int32: "tl.int32",
     torch.int16: "tl.int16", torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
 }
-LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def compute_dtype(dtype):
-    """float16/bfloat16 are loaded into float32 and computed there (as Inductor does)."""
-    return torch.float32 if dtype in LOW_PRECISION else dtype
+def accumulator_dtype(reduction_type, dtype, value_dtype):
+    """What a reduction accumulates in: sums and products in the compute dtype of the result
+    (common.compute_dtype: float32 for float16/bfloat16), any and bools as int32 (Triton
+    reduces no int1), the others in the values' dtype."""
+    if reduction_type in ("sum", "prod"):
+        return compute_dtype(dtype)
+    return torch.int32 if reduction_type == "any" or value_dtype == torch.bool else value_dtype
 
 
 def triton_literal(value, dtype=None) -> str:

@@ -1,7 +1,8 @@
 """Wrapper codegen: the generated Python module whose `call(args)` runs one graph.
 
-Mirrors `torch/_inductor/codegen/wrapper.py`. The module holds the C++ source of all
-kernels of the graph (built once, cached on disk, loaded with ctypes) and a `call`
+Mirrors `torch/_inductor/codegen/wrapper.py`. The module holds the source of every
+kernel of the graph (C++: one library, built once, cached on disk, loaded with ctypes;
+Triton: one module per kernel, its launcher bound to the kernel's name) and a `call`
 function that allocates each buffer, launches kernels and extern ATen calls in schedule
 order, frees buffers after their last use (or hands their memory to a later buffer,
 see memory_planning.py), and returns the outputs.
@@ -17,7 +18,7 @@ import torch
 
 from ..ir.nodes import Buffer, ComputedBuffer, MultiOutput, ReinterpretView
 from ..scheduler import FusedGroup
-from .common import IndentedBuffer
+from .common import GeneratedKernel, IndentedBuffer
 from .memory_planning import MemoryPlan, Step, may_alias, nbytes, plan_memory
 
 
@@ -66,30 +67,28 @@ def _names_in(value) -> list[str]:
 
 
 class WrapperCodeGen:
-    def __init__(self, graph, scheduler, kernels: dict, backend: str, config, inplace=None):
+    def __init__(self, graph, scheduler, kernels: dict[str, GeneratedKernel], backend: str, config):
         self.graph, self.scheduler = graph, scheduler
-        self.kernels = kernels    # kernel name → (source, argument buffer names, buffers in registers)
+        self.kernels = kernels    # kernel name → its GeneratedKernel
         self.backend, self.config = backend, config
-        self.inplace = inplace or {}   # kernel name → {output: dying input whose memory it takes}
 
     def _steps(self) -> list[tuple[Step, list[str]]]:
         """Each step of `call` (a kernel launch or an extern call) and its code lines."""
         steps = []
         for item in self.scheduler.schedule:
             if isinstance(item, FusedGroup):
-                _, arg_names, removed = self.kernels[item.kernel_name]
-                inplace = self.inplace.get(item.kernel_name, {})
-                allocs = [n for n in item.get_names() if n not in removed and n not in inplace]
-                if self.backend == "cpp":   # C functions take raw pointers ...
-                    ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in arg_names)
-                else:                       # ... Triton launchers take the tensors
-                    ptrs = ", ".join(arg_names)
-                origins = sorted({o for n in item.nodes for o in getattr(n.node, "origins", [])})
+                kernel = self.kernels[item.kernel_name]
+                inplace = kernel.inplace
+                allocs = [n for n in item.get_names() if n not in kernel.removed and n not in inplace]
+                if kernel.language == "cpp":   # C functions take raw pointers ...
+                    ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in kernel.args)
+                else:                          # ... Triton launchers take the tensors
+                    ptrs = ", ".join(kernel.args)
                 lines = [f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
                          for out, src in inplace.items()]
-                lines.append(f"{item.kernel_name}({ptrs})  # {', '.join(origins)}")
+                lines.append(f"{kernel.name}({ptrs})  # {', '.join(kernel.origins)}")
                 defines = set(allocs) | set(inplace)
-                steps.append((Step(item.kernel_name, allocs, set(arg_names), defines, inplace=dict(inplace)), lines))
+                steps.append((Step(kernel.name, allocs, set(kernel.args), defines, inplace=dict(inplace)), lines))
             else:
                 node = item.node
                 step = Step(f"extern {node.get_name()}", [], set(self._extern_reads(node)), {node.get_name()},
@@ -145,16 +144,16 @@ class WrapperCodeGen:
         names = list(self.kernels)
         if self.backend == "cpp":  # one C++ library for the whole graph
             code.writeline("CPP_SOURCE = r'''")
-            code.lines.extend("\n\n".join(src for src, _, _ in self.kernels.values()).splitlines())
+            code.lines.extend("\n\n".join(k.source for k in self.kernels.values()).splitlines())
             code.writeline("'''")
             code.writeline(f"_kernels = load_kernels(CPP_SOURCE, {names!r}, cxx={self.config.cxx!r})")
             code.writelines(f"{name} = _kernels[{name!r}]" for name in names)
         else:  # one Python module per Triton kernel (triton.jit needs a real file)
             interpret = self.graph.current_device().type == "cpu"
-            for name, (src, _, _) in self.kernels.items():
+            for name, kernel in self.kernels.items():
                 code.writeline(f"{name} = load_module(r'''")
-                code.lines.extend(src.splitlines())
-                code.writeline(f"''', interpret={interpret}).{name}")
+                code.lines.extend(kernel.source.splitlines())
+                code.writeline(f"''', interpret={interpret}).launch_{name}")
         code.writeline("")
 
     def _output_expr(self, value) -> str:

@@ -123,7 +123,7 @@ class AccuracyReport:
     @property
     def kernel_source(self) -> str | None:
         cg = self.graphs[self.culprit.graph] if self.culprit else None
-        return cg.kernels[self.culprit.kernel][0] if cg and self.culprit.kernel in cg.kernels else None
+        return cg.kernels[self.culprit.kernel].source if cg and self.culprit.kernel in cg.kernels else None
 
     def fused_group(self) -> list[str]:
         if self.culprit is None:
@@ -362,10 +362,10 @@ def flip_verdict(value, eager32, eager64) -> str:
 def write_repro(cg, kname, values, folder, rtol: float, atol: float) -> Path:
     """A script (and a .pt file) that reruns kernel `kname` alone on its saved inputs and
     prints each output's largest error against the IR interpreter's value."""
-    source, arg_names, _ = cg.kernels[kname]
+    kernel = cg.kernels[kname]
+    source, arg_names, inplace = kernel.source, kernel.args, kernel.inplace
     group = next(g for g in cg.fused_groups() if g.kernel_name == kname)
     outs = [n for n in group.get_names() if n in values["kernel"]]
-    inplace = cg.wrapper.inplace.get(kname, {})
     inputs = {n: values["kernel"].get(n, values["ir"].get(n)) for n in arg_names if n not in outs}
     inputs.update((n, t) for n, t in zip(cg.graph.graph_input_names, values["args"]) if n in arg_names)
     inputs.update((n, t) for n, t in cg.graph.constants.items() if n in arg_names)
@@ -377,11 +377,11 @@ def write_repro(cg, kname, values, folder, rtol: float, atol: float) -> Path:
     torch.save({"inputs": {n: t.cpu() for n, t in inputs.items()},
                 "expected": {n: t.cpu() for n, t in expected.items()}}, data)
     device = cg.graph.current_device()
-    if cg.graph.kernel_backend() == "cpp":
+    if kernel.language == "cpp":
         load = (f"kernel = load_kernels(SOURCE, [{kname!r}], cxx={cg.graph.config.cxx!r})[{kname!r}]\n"
                 "kernel(*[c_void_p(buffers[n].data_ptr()) for n in ARGS])")
     else:
-        load = (f"kernel = load_module(SOURCE, interpret={device.type == 'cpu'}).{kname}\n"
+        load = (f"kernel = load_module(SOURCE, interpret={device.type == 'cpu'}).launch_{kname}\n"
                 "kernel(*[buffers[n] for n in ARGS])")
     script = folder / f"repro_{cg.graph.name}_{kname}.py"
     script.write_text(f'''"""Reruns kernel {kname} of graph {cg.graph.name} alone (written by miniinductor.debug_accuracy).

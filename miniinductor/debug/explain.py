@@ -2,7 +2,7 @@
 
 Mirrors nothing one-to-one in Inductor (whose closest tools are `TORCH_LOGS` and
 `torch._dynamo.explain`): it gathers, for every graph compiled during the call, the
-kernels (with the ATen ops each came from, the buffers it computes, its C++ source and
+kernels (with the ATen ops each came from, the buffers it computes, its C++ or Triton source and
 the bytes it moves), every fusion decision with its reason and score, and the memory plan.
 The graphs are always compiled afresh (Dynamo's cache is reset first), so a cached compile
 can never hide a decision.
@@ -40,10 +40,8 @@ class ExplainResult:
         infos = []
         for cg in self.graphs:
             for group in cg.fused_groups():
-                src, args, _ = cg.kernels[group.kernel_name]
-                origins = sorted({o for n in group.nodes for o in n.node.origins})
-                infos.append(KernelInfo(cg.graph.name, group.kernel_name, group.get_names(), origins, src,
-                                        cg.kernel_bytes[group.kernel_name]))
+                k = cg.kernels[group.kernel_name]
+                infos.append(KernelInfo(cg.graph.name, k.name, group.get_names(), k.origins, k.source, k.bytes_moved))
         return infos
 
     @property

@@ -69,8 +69,8 @@ def _origins(buf) -> list[str]:
 def build_fusion_graph(cg) -> nx.DiGraph:
     """A DiGraph of one compiled graph after fusion.
 
-    Node attributes: kind ('input' | 'buffer' | 'extern'), label, origins (list of ATen
-    node names or the extern op), layout ('float32[8, 64]'), nbytes, kernel (kernel name
+    Node attributes: kind ('input' | 'buffer' | 'extern'), label, origins (list of the ATen
+    FX node names it was lowered from), layout ('float32[8, 64]'), nbytes, kernel (kernel name
     or None), removed (kept in registers), output (returned by the graph).
     Edge attributes: kind ('fused' | 'memory' | 'input'), nbytes.
     Graph attributes: name, kernels {kernel: {loops, nbytes, buffers}}.
@@ -82,11 +82,11 @@ def build_fusion_graph(cg) -> nx.DiGraph:
     kernel_of, removed = {}, set()
     for item in sched.schedule:
         if isinstance(item, FusedGroup):
-            _, _, gone = cg.kernels[item.kernel_name]
-            removed |= set(gone)
+            kernel = cg.kernels[item.kernel_name]
+            removed |= kernel.removed
             loops = f"{item.R}" + (f" x reduction {item.Q}" if item.Q else "")
             G.graph["kernels"][item.kernel_name] = {
-                "loops": loops, "nbytes": cg.kernel_bytes.get(item.kernel_name, 0), "buffers": item.get_names()}
+                "loops": loops, "nbytes": kernel.bytes_moved, "buffers": item.get_names()}
             for name in item.get_names():
                 kernel_of[name] = item.kernel_name
 

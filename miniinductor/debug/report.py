@@ -28,6 +28,7 @@ from pathlib import Path
 from .fusion_graph import build_fusion_graph, fusion_graph_svg, human_bytes
 
 _esc = html.escape
+LANGUAGE_NAMES = {"cpp": "C++", "triton": "Triton"}   # GeneratedKernel.language → a label
 _report_ids = itertools.count()
 
 
@@ -53,7 +54,6 @@ class GraphLinks:
     kernel, keyed by its buffer name)."""
 
     def __init__(self, cg, prefix: str):
-        from ..ir.nodes import ExternKernel
         from ..scheduler import FusedGroup
 
         self.cg, self.prefix = cg, prefix
@@ -70,21 +70,8 @@ class GraphLinks:
         self.position = {n.name: k for k, n in enumerate(self.aten_nodes)}
         self.aten_kernels: dict[str, set[str]] = {n.name: set() for n in self.aten_nodes}
         self.buffer_origins: dict[str, list[str]] = {}
-        externs_by_op: dict[str, list] = {}
-        for buf in cg.graph.buffers:
-            if isinstance(buf, ExternKernel):
-                externs_by_op.setdefault(str(buf.op), []).append(buf)
-            else:
-                self.buffer_origins[buf.get_name()] = [o for o in getattr(buf, "origins", []) if o in self.aten_kernels]
-        # Extern calls record their op, not their node: match them to the ATen nodes
-        # calling that op in program order (when the counts agree).
-        for op, bufs in externs_by_op.items():
-            nodes = [n for n in self.aten_nodes if str(n.target) == op]
-            for buf in bufs:
-                self.buffer_origins[buf.get_name()] = []
-            if len(nodes) == len(bufs):
-                for buf, node in zip(bufs, nodes):
-                    self.buffer_origins[buf.get_name()] = [node.name]
+        for buf in cg.graph.buffers:   # computed buffers and extern calls alike record their FX nodes
+            self.buffer_origins[buf.get_name()] = [o for o in getattr(buf, "origins", []) if o in self.aten_kernels]
         for buf, origins in self.buffer_origins.items():
             if buf in self.kernel_of:
                 for o in origins:
@@ -180,10 +167,10 @@ def _schedule_column(cg, links: GraphLinks) -> str:
     for item in cg.scheduler.schedule:
         if isinstance(item, FusedGroup):
             k = item.kernel_name
-            _, args, removed = cg.kernels[k]
+            kernel = cg.kernels[k]
             loops = f"{item.R}" + (f" x reduction {item.Q}" if item.Q else "")
             bufs = ", ".join(f'<a href="#{links.anchor("ir", b)}">{_esc(b)}</a>'
-                             + (' <span class="tag">registers</span>' if b in removed else "")
+                             + (' <span class="tag">registers</span>' if b in kernel.removed else "")
                              for b in item.get_names())
             cards.append(
                 f'<div class="kcard" id="{links.anchor("kernel", k)}"{links.data_k([k])}>'
@@ -191,7 +178,7 @@ def _schedule_column(cg, links: GraphLinks) -> str:
                 f'<span class="muted">{_esc(loops)}</span></div>'
                 f"<div>computes {bufs}</div>"
                 f"<div>from {_origin_links(links, links.kernel_origins(k))}</div>"
-                f'<div class="muted">args {_esc(", ".join(args))}; moves {human_bytes(cg.kernel_bytes.get(k, 0))}</div>'
+                f'<div class="muted">args {_esc(", ".join(kernel.args))}; moves {human_bytes(kernel.bytes_moved)}</div>'
                 "</div>")
         else:
             node, name = item.node, item.get_name()
@@ -211,24 +198,26 @@ def _schedule_column(cg, links: GraphLinks) -> str:
 
 def _code_column(cg, links: GraphLinks) -> str:
     parts = []
-    for k, (src, _, _) in cg.kernels.items():
+    for k, kernel in cg.kernels.items():
         parts.append(f'<div class="code" id="{links.anchor("code", k)}"{links.data_k([k])}>'
-                     f'<div class="kname"><a href="#{links.anchor("kernel", k)}">{_esc(k)}</a> (C++)</div>'
-                     f"<pre>{_esc(src)}</pre></div>")
+                     f'<div class="kname"><a href="#{links.anchor("kernel", k)}">{_esc(k)}</a> '
+                     f'({LANGUAGE_NAMES[kernel.language]})</div>'
+                     f"<pre>{_esc(kernel.source)}</pre></div>")
 
     def wrapper_kernels(name):
         return [links.kernel_of[name]] if name in links.kernel_of else [name] if name in cg.kernels else []
-    wrapper, folded = [], None
+    wrapper, folded, language = [], None, "cpp"
     for line in cg.wrapper_source.splitlines():
-        if folded is not None:  # the C++ source embedded in the wrapper: shown above, folded here
+        if folded is not None:  # kernel source embedded in the wrapper: shown above, folded here
             if not line.startswith("'''"):
                 folded.append(line)
                 continue
-            wrapper.append(f"</pre><details><summary>{len(folded)} lines of C++ (the kernels above)</summary>"
+            what = "C++ (the kernels above)" if language == "cpp" else "Triton (the kernel above)"
+            wrapper.append(f"</pre><details><summary>{len(folded)} lines of {what}</summary>"
                            f"<pre>{_esc(chr(10).join(folded))}</pre></details><pre>")
             folded = None
-        elif line.startswith("CPP_SOURCE = r'''"):
-            folded = []
+        elif line.startswith("CPP_SOURCE = r'''") or re.match(r"^\w+ = load_module\(r'''$", line):
+            folded, language = [], "cpp" if line.startswith("CPP_SOURCE") else "triton"
         m = re.match(r"^\s+(\w+)(?: =|\()", line)
         ks = wrapper_kernels(m.group(1)) if m else []
         wrapper.append(f'<span class="ln"{links.data_k(ks)}>{_esc(line) or " "}</span>')
@@ -368,7 +357,7 @@ def _kernels_table(cg, links: GraphLinks, errors=None) -> str:
         rows.append(f'<tr{links.data_k([k])}><td><a href="#{links.anchor("kernel", k)}">{_esc(k)}</a></td>'
                     f'<td>{_esc(", ".join(group.get_names()))}</td>'
                     f'<td>{_origin_links(links, links.kernel_origins(k))}</td>'
-                    f"<td class=num>{human_bytes(cg.kernel_bytes.get(k, 0))}</td>{error_cell}</tr>")
+                    f"<td class=num>{human_bytes(cg.kernels[k].bytes_moved)}</td>{error_cell}</tr>")
     error_head = "<th>max error per buffer</th>" if errors is not None else ""
     return ("<table><thead><tr><th>kernel</th><th>buffers</th><th>source ops</th><th>moves</th>"
             f"{error_head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
@@ -381,7 +370,7 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
     n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
     head = (f'<section class="graph" id="{p}"><h2>graph {index}: {_esc(cg.graph.name)}</h2>'
             f'<p class="muted">{len(cg.scheduler.nodes)} nodes before fusion → {len(cg.kernels)} kernels + '
-            f"{n_ext} extern calls; kernels move {human_bytes(sum(cg.kernel_bytes.values()))}; "
+            f"{n_ext} extern calls; kernels move {human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}; "
             f"wrapper <code>{_esc(cg.path)}</code></p>")
     fx_title, fx_body = _fx_column(cg, links, fx_gm)
     columns = [(fx_title, fx_body), ("ATen graph", _aten_column(cg, links)), ("Loop IR", _ir_column(cg, links)),
@@ -408,7 +397,7 @@ def _summary(graphs) -> str:
     rows = "".join(
         f'<tr><td><a href="#g{i}">{i}: {_esc(cg.graph.name)}</a></td><td class=num>{len(cg.scheduler.nodes)}</td>'
         f"<td class=num>{len(cg.kernels)}</td><td class=num>{len(cg.scheduler.schedule) - len(cg.kernels)}</td>"
-        f"<td class=num>{human_bytes(sum(cg.kernel_bytes.values()))}</td>"
+        f"<td class=num>{human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}</td>"
         f"<td class=num>{human_bytes(cg.plan.peak_bytes if cg.plan else 0)}</td>"
         f"<td class=num>{human_bytes(cg.eager_peak)}</td></tr>" for i, cg in enumerate(graphs))
     return ("<table><thead><tr><th>graph</th><th>nodes before fusion</th><th>kernels</th><th>extern calls</th>"

@@ -15,6 +15,7 @@ writes under `torch_compile_debug/`): same idea, same kind of file names.
     memory_plan.txt/.json  lifetimes, reuse, live bytes after each step, eager's peak
     output_code.py         the generated wrapper module (`call(args)`)
     kernels.cpp            the C++ kernels with the prelude: `g++ -fsyntax-only -fopenmp` checks it
+    kernels.py             (instead, or as well) the Triton kernels' modules, one after another
     fusion_graph.dot/.svg/.png   the fusion graph (SVG/PNG only when graphviz's `dot` exists)
     report.html            the self-contained HTML report (report.py)
 
@@ -144,7 +145,7 @@ def ir_post_fusion_text(cg) -> str:
              "buffers marked 'registers' are never written to memory"]
     for item in cg.scheduler.schedule:
         if isinstance(item, FusedGroup):
-            removed = cg.kernels[item.kernel_name][2]
+            removed = cg.kernels[item.kernel_name].removed
             lines.append(f"\n## {item}")
             for node in item.nodes:
                 tag = "   # kept in registers" if node.get_name() in removed else ""
@@ -166,9 +167,9 @@ def schedule_text(cg) -> str:
              f"{len(cg.kernels)} kernels + {len(cg.scheduler.schedule) - len(cg.kernels)} extern calls", ""]
     for item in cg.scheduler.schedule:
         if isinstance(item, FusedGroup):
-            origins = sorted({o for n in item.nodes for o in n.node.origins})
-            lines.append(f"{item}  moves {cg.kernel_bytes.get(item.kernel_name, 0)} bytes")
-            lines.append(f"    from {', '.join(origins) or '(origins not recorded)'}")
+            kernel = cg.kernels[item.kernel_name]
+            lines.append(f"{item}  moves {kernel.bytes_moved} bytes")
+            lines.append(f"    from {', '.join(kernel.origins) or '(origins not recorded)'}")
             for node in item.nodes:
                 lines.append(f"    {node}")
         else:
@@ -196,10 +197,20 @@ def kernels_cpp(cg) -> str:
 
     parts = [f"// {cg.graph.name}: the C++ kernels miniinductor generated, with the prelude they are built with.",
              "// Check them with: g++ -std=c++17 -fopenmp -fsyntax-only kernels.cpp", PRELUDE]
-    for name, (src, args, removed) in cg.kernels.items():
-        parts.append(f"// {name}: arguments {', '.join(args)}"
-                     + (f"; kept in registers: {', '.join(sorted(removed))}" if removed else ""))
-        parts.append(src)
+    for k in cg.kernels.values():
+        if k.language == "cpp":
+            parts += [f"// {k.name}: arguments {', '.join(k.args)}"
+                      + (f"; kept in registers: {', '.join(sorted(k.removed))}" if k.removed else ""), k.source]
+    return "\n".join(parts) + "\n"
+
+
+def kernels_py(cg) -> str:
+    """The Triton kernels, one module after another (each with its imports and launcher)."""
+    parts = [f"# {cg.graph.name}: the Triton kernels miniinductor generated, one module each, in order."]
+    for k in cg.kernels.values():
+        if k.language == "triton":
+            parts += ["", "", f"# {'-' * 70} {k.name}: arguments {', '.join(k.args)}"
+                      + (f"; kept in registers: {', '.join(sorted(k.removed))}" if k.removed else ""), k.source]
     return "\n".join(parts) + "\n"
 
 
@@ -227,8 +238,12 @@ def write_trace(compiled_graph, folder, fx_graph_module=None, timings=None) -> P
         "memory_plan.txt": f"{cg.graph.name}: eager estimate peak {cg.eager_peak} bytes\n{cg.plan}\n",
         "memory_plan.json": json.dumps(memory_plan_json(cg), indent=1) + "\n",
         "output_code.py": cg.wrapper_source,
-        "kernels.cpp": kernels_cpp(cg),
     }
+    languages = {k.language for k in cg.kernels.values()}
+    if "cpp" in languages or not languages:
+        files["kernels.cpp"] = kernels_cpp(cg)
+    if "triton" in languages:
+        files["kernels.py"] = kernels_py(cg)
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     render_fusion_graph(cg, folder, "fusion_graph")

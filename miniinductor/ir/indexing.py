@@ -26,6 +26,11 @@ def index_vars(prefix: str, ranges) -> list[sympy.Symbol]:
     return [index_symbol(prefix, i) for i in range(len(ranges))]
 
 
+def canonical_vars(n: int) -> list[sympy.Symbol]:
+    """c0, c1, ...: the variables the scheduler writes MemoryDeps in (codegen's tiling reuses them)."""
+    return [sympy.Symbol(f"c{k}", integer=True, nonnegative=True) for k in range(n)]
+
+
 class FloorDiv(sympy.Function):
     """floor(base / divisor) for integers."""
     nargs = (2,)

@@ -223,10 +223,10 @@ class ExternKernel(Buffer):
     `layout` is None when the op returns a tuple; `MultiOutput` nodes pick its items.
     """
 
-    def __init__(self, name, layout, op, args, kwargs, reason=""):
+    def __init__(self, name, layout, op, args, kwargs, reason="", origins=()):
         super().__init__(name, layout)
         self.op, self.args, self.kwargs, self.reason = op, args, kwargs, reason
-        self.origins = [str(op)]
+        self.origins = list(origins)   # the FX nodes it was lowered from, as ComputedBuffer's (`op`: what it calls)
 
     def input_nodes(self) -> list[IRNode]:
         found = []

@@ -124,6 +124,9 @@ class GraphLowering(torch.fx.Interpreter):
     def current_target(self):
         return self._node.target
 
+    def current_node_name(self) -> str:
+        return self._node.name
+
     def current_meta(self):
         val = self._node.meta.get("val") if self._node is not None else None
         return val if isinstance(val, torch.Tensor) else None
@@ -303,11 +306,10 @@ class GraphLowering(torch.fx.Interpreter):
 
         def layout_of(t):
             return Layout(t.device, t.dtype, list(t.shape), list(t.stride()))
-        kernel = self.register_buffer(ExternKernel(None, layout_of(meta) if isinstance(meta, torch.Tensor) else None,
-                                                   target, args, kwargs, reason))
-        kernel.origins = list(self._node.meta.get("origins", kernel.origins))   # set by an FX pass
+        origins = [self._node.name]   # as a ComputedBuffer's: the FX nodes it was lowered from
         if isinstance(meta, torch.Tensor):
-            return kernel
+            return self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason, origins))
+        kernel = self.register_buffer(ExternKernel(None, None, target, args, kwargs, reason, origins))
         if isinstance(meta, (list, tuple)):
             return tuple(self.register_buffer(MultiOutput(None, layout_of(t), kernel, i))
                          if isinstance(t, torch.Tensor) else None for i, t in enumerate(meta))

@@ -83,7 +83,7 @@ ADDMM_GELU = {"cpu": "none", "cuda": "tanh"}
 def addmm_activation(gm: torch.fx.GraphModule, config: Config) -> int:
     """Rewrite, in place, each `gelu(addmm(...))` / `relu(addmm(...))` whose addmm (no beta
     or alpha) has no other reader into `_addmm_activation`. Returns how many it rewrote.
-    The new node keeps the addmm's place and both ops as its origins (meta["origins"])."""
+    The new node keeps the addmm's place."""
     found = []
     for node in gm.graph.nodes:
         mm = node.args[0] if node.target in (aten.gelu.default, aten.relu.default) else None
@@ -98,7 +98,7 @@ def addmm_activation(gm: torch.fx.GraphModule, config: Config) -> int:
         with gm.graph.inserting_before(mm):
             fused = gm.graph.call_function(aten._addmm_activation.default, mm.args,
                                            {"use_gelu": act.target is aten.gelu.default})
-        fused.meta = dict(act.meta, origins=[str(mm.target), str(act.target)])
+        fused.meta = dict(act.meta)
         act.replace_all_uses_with(fused)
         gm.graph.erase_node(act)
         gm.graph.erase_node(mm)

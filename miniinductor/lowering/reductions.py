@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import math
 
-import sympy
 import torch
 
+from ..codegen.common import innermost_strides
 from ..codegen.policy import reduces_columns, reduction_splits
 from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
@@ -91,10 +91,7 @@ def _recorded_loads(node: Reduction) -> tuple[set[str], list[tuple]]:
     var_ranges = dict(zip(xs + rs, list(node.ranges) + list(node.reduction_ranges)))
     x_last = next((v for v, n in zip(reversed(xs), reversed(node.ranges)) if n != 1), None)
     r_last = next((v for v, n in zip(reversed(rs), reversed(node.reduction_ranges)) if n != 1), None)
-    strides = []
-    for dep in recorder.reads:
-        index = simplify_with_ranges(sympy.expand(dep.index), var_ranges)
-        strides.append(tuple(index.coeff(v) if v is not None else None for v in (x_last, r_last)))
+    strides = [innermost_strides(dep.index, var_ranges, x_last, r_last) for dep in recorder.reads]
     return {d.name for d in recorder.reads}, strides
 
 

@@ -24,7 +24,7 @@ import sympy
 
 from ..codegen.policy import BackendPolicy
 from ..config import Config
-from ..ir.indexing import simplify_with_ranges
+from ..ir.indexing import canonical_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
@@ -40,10 +40,6 @@ def expand_index(sizes, symbols) -> list:
     """Give the non-1 dims of `sizes` the next symbols in order; size-1 dims get index 0."""
     it = iter(symbols)
     return [sympy.Integer(0) if n == 1 else next(it) for n in sizes]
-
-
-def canonical_vars(n: int) -> list[sympy.Symbol]:
-    return [sympy.Symbol(f"c{k}", integer=True, nonnegative=True) for k in range(n)]
 
 
 class BaseSchedulerNode:

@@ -1,0 +1,57 @@
+"""Which Triton kernel a fused group gets: flat, tiled (`tile_split`) or mix-order.
+
+Mirrors the tiling choice of `torch/_inductor/codegen/simd.py` (`SIMDScheduling.select_tiling`)
+and the mix-order reduction of newer Inductor. Kept apart from triton.py so that triton.py
+and triton_mix_order.py (which subclasses TritonKernel) do not import each other.
+
+Simplified: one tiling rule (a transposed access cuts the ranges in two) where Inductor
+scores candidate tilings; no 3-D tiles.
+"""
+from __future__ import annotations
+
+import math
+
+import sympy
+
+from ..ir.indexing import canonical_vars
+from .triton import TritonKernel
+from .triton_mix_order import MixOrderKernel
+
+
+def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
+    """The kernel for a scheduler FusedGroup: its loops (R, Q), or a 2-D tiling of R
+    when a pointwise group reads or writes memory transposed (see `tile_split`)."""
+    if group.transposed:
+        return MixOrderKernel(group.kernel_name, group.R, group.Q, group.transposed, config, removed_buffers)
+    split = tile_split(group) if not group.Q else None
+    if split is not None:
+        return TritonKernel(group.kernel_name, group.R[:split], group.R[split:], config, removed_buffers, tiled=True)
+    return TritonKernel(group.kernel_name, group.R, group.Q, config, removed_buffers)
+
+
+
+def tile_split(group, min_size: int = 16) -> int | None:
+    """Where to cut a pointwise group's ranges R into two tile dims, or None to flatten.
+
+    A 1-D block walks memory in the order of the last dim; an access that is contiguous
+    along an earlier dim d instead (a transpose: stride 1 on d, stride > 1 on the last dim)
+    touches one element per cache line. Cutting R after d gives [XBLOCK, RBLOCK] tiles whose
+    rows are contiguous for one access and whose columns are for the other; Triton swaps
+    the layout through shared memory so both sides load and store coalesced."""
+    n = len(group.R)
+    if n < 2:
+        return None
+    cvars = canonical_vars(n)   # the variables of the scheduler's MemoryDeps
+    split = None
+    for node in group.nodes:
+        for dep in node.reads + node.writes:
+            expr = sympy.expand(sympy.sympify(dep.index))
+            last = expr.coeff(cvars[-1])
+            if last in (0, 1) or not last.is_Integer:
+                continue
+            inner = [d for d in range(n - 1) if expr.coeff(cvars[d]) == 1]
+            if inner:
+                split = max(split or 0, inner[-1] + 1)
+    if split is None or math.prod(group.R[:split]) < min_size or math.prod(group.R[split:]) < min_size:
+        return None
+    return split
