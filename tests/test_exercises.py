@@ -62,3 +62,10 @@ def test_cli_list_and_unknown_number(capsys):
 def test_cli_run_exit_codes():
     assert main(["exercise", "run", "6", "--solution"]) == 0
     assert main(["exercise", "run", "6"]) == 1      # the stub starts every accumulator at 0
+
+
+def test_every_exercise_is_documented():
+    page = (exercises.ROOT.parent / "docs" / "exercises.md").read_text()
+    for path in exercises.exercise_files():
+        assert f"| {path.name[:2]} |" in page, f"docs/exercises.md has no row for {path.name}"
+        assert (exercises.ROOT / "solutions" / path.name).is_file(), f"{path.name} has no reference solution"
