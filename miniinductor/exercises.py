@@ -39,6 +39,8 @@ def exercise_files() -> list[Path]:
 
 
 def find(number: str) -> Path:
+    if not ROOT.is_dir():
+        raise Failure(f"no exercises folder at {ROOT}: the exercises come with a clone of the repository")
     for path in exercise_files():
         if path.name.startswith(f"{int(number):02d}_"):
             return path
@@ -152,20 +154,26 @@ def run(number: str, solution: bool = False, quiet: bool = False) -> bool:
     checks = load(ROOT / "checks.py")
     check = getattr(checks, path.stem[3:])
     say = (lambda *a: None) if quiet else print
+    shown = source.relative_to(ROOT.parent)
     started = time.perf_counter()
     try:
         exercise = load(source)
         name = exercise.TARGET.rpartition(".")[2]
-        with swap(exercise.TARGET, getattr(exercise, name)):
+        replacement = getattr(exercise, name)
+    except Exception as exc:
+        say(f"FAIL  {path.stem}: {shown} does not load (it must define TARGET and a function named like "
+            f"TARGET's last part): {type(exc).__name__}: {exc}")
+        return False
+    try:
+        with swap(exercise.TARGET, replacement):
             check()
     except Failure as exc:
-        say(f"FAIL  {path.stem}  ({source.relative_to(ROOT.parent)} as {exercise.TARGET})\n  {exc}")
+        say(f"FAIL  {path.stem}  ({shown} as {exercise.TARGET})\n  {exc}")
         return False
     except Exception as exc:
         say(f"FAIL  {path.stem}: {_explain_crash(exc, source)}")
         return False
-    say(f"PASS  {path.stem}  ({source.relative_to(ROOT.parent)} as {exercise.TARGET}, "
-        f"{time.perf_counter() - started:.1f} s)")
+    say(f"PASS  {path.stem}  ({shown} as {exercise.TARGET}, {time.perf_counter() - started:.1f} s)")
     return True
 
 
