@@ -127,7 +127,9 @@ def fusion_score():
             expected = sum(nbytes(n) for n in shared)
             got = score(a, b, nbytes)
             if got != expected:
-                detail = ", ".join(f"{n} ({nbytes(n)} bytes)" for n in shared) or "nothing"
+                writes = {d.name for n in a.nodes for d in n.writes}
+                detail = ", ".join(f"{n} ({nbytes(n)} bytes, " + ("written by the first, read by the second)"
+                                   if n in writes else "read by both)") for n in shared) or "nothing"
                 raise Failure(f"for the pair {a.get_name()} + {b.get_name()} your score is {got}; fusing them "
                               f"saves {expected} bytes: they share {detail}")
     graphs = _run("the same with fusion on", f, x)

@@ -168,7 +168,8 @@ def run(number: str, solution: bool = False, quiet: bool = False) -> bool:
         with swap(exercise.TARGET, replacement):
             check()
     except Failure as exc:
-        say(f"FAIL  {path.stem}  ({shown} as {exercise.TARGET})\n  {exc}")
+        say(f"FAIL  {path.stem}  ({shown} as {exercise.TARGET})\n  {exc}"
+            + ("" if solution else f"\n  (the docstring of {shown} gives the rules and a worked example)"))
         return False
     except Exception as exc:
         say(f"FAIL  {path.stem}: {_explain_crash(exc, source)}")
@@ -223,6 +224,10 @@ def check_all() -> bool:
         good = run(number, solution=True, quiet=True)
         bad = not run(number, solution=False, quiet=True)
         print(f"{path.stem:32s} solution {'passes' if good else 'FAILS'}; stub {'fails' if bad else 'PASSES'}")
+        if not good:
+            run(number, solution=True)   # again, saying why
+        if not bad:
+            print("  the stub passes the checks: they do not test what the exercise teaches")
         ok &= good and bad
     print("check-all:", "ok" if ok else "PROBLEMS (see above)")
     return ok
