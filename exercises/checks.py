@@ -183,7 +183,7 @@ def memory_reuse():
 
 # --------------------------------------------------------------------------- 08 Triton block sizes
 def triton_block_sizes():
-    from miniinductor.runtime.triton_runtime import MAX_BLOCK_NUMEL, PERSISTENT_REDUCTION_MAX
+    from miniinductor.runtime.triton_runtime import MAX_BLOCK_NUMEL
     block_sizes = _target("miniinductor.runtime.triton_runtime.block_sizes")
     cases = [(1000, None, False, False), (7, None, False, False), (1 << 20, None, False, False),
              (64, 100, True, False), (3, 4096, True, False), (1, 10000, False, False),
@@ -216,7 +216,10 @@ def triton_block_sizes():
         if not persistent and got["RBLOCK"] < 64:
             raise Failure(f"{call}: RBLOCK={got['RBLOCK']}: a looped reduction over {rnumel} elements would take "
                           f"{-(-rnumel // got['RBLOCK'])} steps a row; take at least 64 at a time")
-    assert PERSISTENT_REDUCTION_MAX >= 128
+    try:
+        import triton  # noqa: F401
+    except ImportError:   # no Triton here: the rules above are the whole check
+        return
     x = torch.randn(8, 100)
     _run("softmax of x [8, 100] and x * 2 + 1 through Triton (interpreted)",
          lambda x: (torch.softmax(x, -1), x * 2 + 1), x, cpu_backend="triton")

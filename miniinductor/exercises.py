@@ -250,7 +250,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    os.environ.setdefault("TRITON_INTERPRET", "1")   # Triton kernels run on the CPU when no GPU
     if args.action == "list":
         list_exercises()
         return 0
