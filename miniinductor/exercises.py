@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import logging
 import os
 import sys
 import time
@@ -164,6 +165,10 @@ def run(number: str, solution: bool = False, quiet: bool = False) -> bool:
         say(f"FAIL  {path.stem}: {shown} does not load (it must define TARGET and a function named like "
             f"TARGET's last part): {type(exc).__name__}: {exc}")
         return False
+    log = logging.getLogger("miniinductor")
+    level = log.level
+    if quiet:   # check-all: no "falling back to ATen" warnings from the stubs
+        log.setLevel(logging.ERROR)
     try:
         with swap(exercise.TARGET, replacement):
             check()
@@ -174,6 +179,8 @@ def run(number: str, solution: bool = False, quiet: bool = False) -> bool:
     except Exception as exc:
         say(f"FAIL  {path.stem}: {_explain_crash(exc, source)}")
         return False
+    finally:
+        log.setLevel(level)
     say(f"PASS  {path.stem}  ({shown} as {exercise.TARGET}, {time.perf_counter() - started:.1f} s)")
     return True
 
