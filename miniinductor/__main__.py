@@ -383,6 +383,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXPLAIN_EPILOG.replace("explain", "accuracy"), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_accuracy_arguments(accuracy_parser)
     accuracy_parser.set_defaults(handler=accuracy_command)
+
+    from miniinductor import exercises
+    exercise_parser = sub.add_parser("exercise", help="graded exercises: list | run N [--solution] | check-all",
+                                     description=exercises.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    exercises.add_arguments(exercise_parser)
+    exercise_parser.set_defaults(handler=exercises.main)
     return parser
 
 
