@@ -27,9 +27,9 @@ slow), wrong for a persistent reduction, which then reads only the first element
 Helpers (imported below): next_power_of_2, MAX_BLOCK_NUMEL.
 Run: python -m miniinductor exercise run 8   (Triton runs interpreted on the CPU)
 """
-from miniinductor.runtime.triton_runtime import MAX_BLOCK_NUMEL, next_power_of_2  # noqa: F401
+from miniinductor.codegen.policy import MAX_BLOCK_NUMEL, next_power_of_2  # noqa: F401
 
-TARGET = "miniinductor.runtime.triton_runtime.block_sizes"
+TARGET = "miniinductor.codegen.policy.block_sizes"
 
 
 def block_sizes(xnumel, rnumel, persistent, outer):

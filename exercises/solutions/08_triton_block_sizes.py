@@ -1,7 +1,7 @@
 """Reference solution of exercise 08 (Triton block sizes)."""
-from miniinductor.runtime.triton_runtime import MAX_BLOCK_NUMEL, next_power_of_2
+from miniinductor.codegen.policy import MAX_BLOCK_NUMEL, next_power_of_2
 
-TARGET = "miniinductor.runtime.triton_runtime.block_sizes"
+TARGET = "miniinductor.codegen.policy.block_sizes"
 
 
 def block_sizes(xnumel, rnumel, persistent, outer):
