@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,7 +80,7 @@ RUNS = {
     "explain_module_class": ["explain", "{tmp}/user.py:Net", "--shape", "2,16", "--no-trace",
                              "--report", "{tmp}/net.html", "--compare"],
     "demo": ["demo", "--batch", "1", "--seq", "8", "--d-model", "32", "--n-head", "2", "--repeats", "2",
-             "--skip-inductor", "--report", "{tmp}/demo.md", "--html", "{tmp}/demo.html"],
+             "--skip-inductor", "--report", "{tmp}/demo/demo.md"],
     "traceback": ["explain", "{tmp}/nope.py:f", "--traceback"],
     "accuracy_clean": ["accuracy", "softmax", "--levels", "none"],
     "accuracy_planted": ["accuracy", "{tmp}/planted.py:h", "--levels", "fallback", "--repro-dir", "{tmp}/repro",
@@ -214,11 +215,20 @@ def test_explain_module_class_with_compare(cli):
 
 
 def test_demo(cli):
+    """The demo says what was fused (each kernel and its ATen ops, every fusion decision) on the
+    console and in the markdown report, and `--report PATH` puts the HTML report beside PATH."""
     result, tmp = cli[0]["demo"], cli[1]
     assert result.returncode == 0, show(result)
     assert "correctness vs eager:   PASS" in result.stdout and "skipped" in result.stdout
-    assert "**PASS**" in (tmp / "demo.md").read_text()
-    assert "median ms" in (tmp / "demo.html").read_text()
+    markdown = (tmp / "demo" / "demo.md").read_text()
+    assert "**PASS**" in markdown
+    assert "median ms" in (tmp / "demo" / "demo.html").read_text()
+    assert not (tmp / "miniinductor_report.html").exists(), "the HTML report belongs beside --report"
+    for text in (result.stdout, markdown):
+        assert re.search(r"^  \w+: buf\d+.* <- .*\bgelu\b", text, flags=re.M), "a kernel with its ATen ops"
+        assert re.search(r"^fusion: \d+ pairs? fused", text, flags=re.M), text
+        assert re.search(r"^  \S+ \+ \S+: (not )?fused \(", text, flags=re.M), "one line per decision"
+        assert str(tmp / "demo" / "demo.html") in text, "where the HTML report is"
 
 
 def test_accuracy_clean_builtin(cli):
