@@ -3,6 +3,8 @@
 Commands:
   demo     compile a GPT-2 block with miniinductor, check it against eager and
            Inductor, print kernels/fallbacks/timings and write a markdown + HTML report.
+  tour     one small model through every phase (FX graph, ATen graph, loop IR, fused
+           groups, kernels, wrapper, memory plan, timings), each artifact explained.
   explain  compile a built-in model (``gpt2_block``, ``mlp``, ...) or a function of your
            own (``path/file.py:function``), print its kernels and fusion decisions, and
            write the trace folder and the HTML report.
@@ -18,6 +20,7 @@ and ``tlparse``.
 from __future__ import annotations
 
 import argparse
+import collections
 import difflib
 import importlib.util
 import sys
@@ -215,24 +218,45 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def print_summary(name, inputs, result, error: float) -> None:
-    """Per graph: nodes → kernels + extern calls, bytes, memory; each kernel; fusion counts."""
+def kernel_lines(result) -> list[str]:
+    """Per graph: nodes → kernels + extern calls, bytes, memory; then each kernel with the
+    buffers it computes and the ATen ops they came from (shared by demo and tour)."""
     from miniinductor.debug.fusion_graph import human_bytes
 
-    shapes = ", ".join(str(list(x.shape)) for x in inputs if hasattr(x, "shape"))
-    print(f"miniinductor explain {name}: {_n(len(result.graphs), 'graph')}, inputs {shapes}")
+    lines = []
     for cg in result.graphs:
         n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
         moved = human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))
         peak = human_bytes(cg.plan.peak_bytes if cg.plan else 0)
-        print(f"graph {cg.graph.name}: {_n(len(cg.scheduler.nodes), 'node')} before fusion -> "
-              f"{_n(len(cg.kernels), 'kernel')} + {_n(n_ext, 'extern call')}; kernels move {moved}; "
-              f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
+        lines.append(f"graph {cg.graph.name}: {_n(len(cg.scheduler.nodes), 'node')} before fusion -> "
+                     f"{_n(len(cg.kernels), 'kernel')} + {_n(n_ext, 'extern call')}; kernels move {moved}; "
+                     f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
         for k in (k for k in result.kernels if k.graph == cg.graph.name):
             origins = ", ".join(k.origins) or "?"
-            print(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
-    fused = sum(d.fused for d in result.decisions)
-    print(f"fusion: {_n(fused, 'pair')} fused, {len(result.decisions) - fused} not fused (the report says why)")
+            lines.append(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
+    return lines
+
+
+def decision_lines(decisions, limit: int = 16) -> list[str]:
+    """The fusion count, then every decision on its own line; past `limit` decisions, a
+    count per kind of reason instead (the HTML report lists them all)."""
+    fused = sum(d.fused for d in decisions)
+    lines = [f"fusion: {_n(fused, 'pair')} fused, {len(decisions) - fused} not fused"]
+    if len(decisions) <= limit:
+        return lines + [f"  {d}" for d in decisions]
+    for verdict in (True, False):
+        kinds = collections.Counter(d.reason.split(",")[0].split(";")[0].split(":")[0]
+                                    for d in decisions if d.fused == verdict)
+        if kinds:
+            lines.append(f"  {'fused' if verdict else 'not fused'}: "
+                         + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
+    return lines + [f"  ({len(decisions)} decisions: each is listed in the HTML report)"]
+
+
+def print_summary(name, inputs, result, error: float) -> None:
+    shapes = ", ".join(str(list(x.shape)) for x in inputs if hasattr(x, "shape"))
+    print(f"miniinductor explain {name}: {_n(len(result.graphs), 'graph')}, inputs {shapes}")
+    print("\n".join(kernel_lines(result) + decision_lines(result.decisions)))
     print(f"max abs error vs eager: {error:.3e}")
 
 
@@ -364,6 +388,13 @@ def build_parser() -> argparse.ArgumentParser:
         description=demo.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(handler=demo.main)
+
+    from miniinductor import tour
+    tour_parser = sub.add_parser(
+        "tour", help="one small model through every phase, each artifact explained",
+        description=tour.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    tour.add_arguments(tour_parser)
+    tour_parser.set_defaults(handler=tour.main)
 
     explain_parser = sub.add_parser(
         "explain", help="compile a model or function; print kernels and write the trace and report",

@@ -6,10 +6,12 @@ What it does, in order:
   2. runs ``miniinductor.compare``: eager, ``miniinductor.compile`` and the real Inductor
      (``torch.compile(backend="inductor")``), each compiled, checked against eager and
      timed in turn (an Inductor failure is reported, not fatal);
-  3. prints the comparison table (error, kernels, bytes moved, times), what miniinductor
-     generated (ATen fallbacks, the paths of the generated code) and speed ratios;
-  4. writes the figures to a markdown report (``miniinductor_report.md``) and the HTML
-     compile report, with the comparison as its timings (``miniinductor_report.html``).
+  3. prints the comparison table (error, kernels, bytes moved, times), what was fused
+     (each kernel with the ATen ops it came from, as ``explain`` prints it, and the fusion
+     decisions), ATen fallbacks, the paths of the generated code and speed ratios;
+  4. writes the same to a markdown report (``--report``, default ``miniinductor_report.md``)
+     and, beside it with the suffix ``.html`` unless ``--html`` says otherwise, the HTML
+     compile report with the comparison as its timings.
 
 The demo runs inference under ``torch.no_grad()``, so only a forward graph is captured.
 Exit status is 0 when miniinductor matches eager within tolerance, 1 otherwise.
@@ -35,6 +37,13 @@ class DemoReport:
     errors: dict[str, float] = field(default_factory=dict)   # "a vs b" -> max abs error
     passed: bool = False
     mismatch: str | None = None
+    html: Path | None = None      # where the HTML compile report was written
+
+    def fusion_lines(self) -> list[str]:
+        """Each kernel with the ATen ops it came from, then the fusion decisions."""
+        from miniinductor.__main__ import decision_lines, kernel_lines
+        result = self.comparison.explain
+        return kernel_lines(result) + decision_lines(result.decisions)
 
     @property
     def kernel_count(self) -> int:
@@ -63,9 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-inductor", action="store_true",
                         help="do not compile with the real Inductor")
     parser.add_argument("--report", type=Path, default=Path("miniinductor_report.md"),
-                        help="markdown report path (default ./miniinductor_report.md)")
-    parser.add_argument("--html", type=Path, default=Path("miniinductor_report.html"),
-                        help="HTML compile report path (default ./miniinductor_report.html)")
+                        help="markdown report path (default ./miniinductor_report.md); "
+                             "the HTML report goes beside it")
+    parser.add_argument("--html", type=Path, default=None,
+                        help="HTML compile report path (default: --report with the suffix .html)")
 
 
 def run_demo(args: argparse.Namespace) -> DemoReport:
@@ -144,6 +154,11 @@ def render_markdown(report: DemoReport, args: argparse.Namespace) -> str:
     lines += [f"  - `{op}`: {n}" for op, n in report.fallback_ops.items()]
     lines += ["- generated code:"]
     lines += [f"  - `{p}`" for p in report.comparison.output_code_paths] or ["  - (none recorded)"]
+    if report.comparison.graphs:
+        lines += ["", "## What was fused", "", "Each kernel with the buffers it computes and the ATen ops "
+                  "they came from, then the fusion decisions:", "", "```text", *report.fusion_lines(), "```"]
+    lines += ["", f"HTML compile report (phases, fusion graph, why (not) fused, memory): `{report.html}`"
+              if report.html else "No HTML compile report (miniinductor compiled no graph)."]
     if report.mismatch:
         lines += ["", "## Mismatch", "", "```", report.mismatch, "```"]
     return "\n".join(lines) + "\n"
@@ -163,6 +178,9 @@ def print_summary(report: DemoReport) -> None:
     print("output_code_paths:")
     for p in report.comparison.output_code_paths or ["(none recorded)"]:
         print(f"  {p}")
+    if report.comparison.graphs:
+        print("what was fused (kernel: buffers <- ATen ops):")
+        print("\n".join(report.fusion_lines()))
     print("correctness vs eager:   " + ("PASS" if report.passed else "FAIL"))
     if report.mismatch:
         print(report.mismatch)
@@ -172,9 +190,13 @@ def main(args: argparse.Namespace) -> int:
     report = run_demo(args)
     print_summary(report)
     args.report.parent.mkdir(parents=True, exist_ok=True)
-    args.report.write_text(render_markdown(report, args))
-    print(f"report written to {args.report}")
     if report.comparison.graphs:
-        report.comparison.write_report(args.html, title="miniinductor demo: GPT-2 block")
-        print(f"HTML compile report written to {args.html}")
+        beside = args.report.with_suffix(".html")
+        report.html = args.html or (beside if beside != args.report else args.report.with_suffix(".md.html"))
+        report.html.parent.mkdir(parents=True, exist_ok=True)
+        report.comparison.write_report(report.html, title="miniinductor demo: GPT-2 block")
+    args.report.write_text(render_markdown(report, args))
+    print(f"markdown report written to {args.report}")
+    if report.html:
+        print(f"HTML compile report written to {report.html}")
     return 0 if report.passed else 1

@@ -145,7 +145,8 @@ def select_ops(only_ops=(), extra_reason=None):
 
 def run_round_robin(ops, samples, run_sample, budget_s, samples_per_op):
     """Run ``run_sample(op, sample)`` round-robin over ``samples`` ({name: [sample]})
-    until ``budget_s`` seconds have passed.  Returns (results, elapsed_s, out_of_time)."""
+    until ``budget_s`` seconds have passed.  Returns (results, elapsed_s, not_run): the
+    number of samples the budget left out (0 when every sample ran)."""
     results = {full_name(op): [] for op in ops}
     start = time.monotonic()
     out_of_time = False
@@ -163,10 +164,11 @@ def run_round_robin(ops, samples, run_sample, budget_s, samples_per_op):
         if out_of_time:
             break
     torch._dynamo.reset()
-    return results, time.monotonic() - start, out_of_time
+    planned = sum(min(len(samples[full_name(op)]), samples_per_op) for op in ops)
+    return results, time.monotonic() - start, planned - sum(map(len, results.values()))
 
 
-def summarize(results, excluded, elapsed, out_of_time, budget_s, samples_per_op):
+def summarize(results, excluded, elapsed, not_run, budget_s, samples_per_op):
     flat = [(name, r) for name, rs in results.items() for r in rs]
     passed = [(n, r) for n, r in flat if r["status"] == "pass"]
     failed = [(n, r) for n, r in flat if r["status"] == "fail"]
@@ -202,7 +204,8 @@ def summarize(results, excluded, elapsed, out_of_time, budget_s, samples_per_op)
         "failures": [f"{n} [sample {r['sample']}]: {r['error']}" for n, r in failed],
         "elapsed_s": round(elapsed, 1),
         "budget_s": budget_s,
-        "cut_by_budget": out_of_time,
+        "cut_by_budget": bool(not_run),
+        "samples_not_run": int(not_run),
         "samples_per_op": samples_per_op,
     }
 
@@ -210,7 +213,8 @@ def summarize(results, excluded, elapsed, out_of_time, budget_s, samples_per_op)
 def format_summary(s, title="OpInfo sweep"):
     lines = [
         f"{title} ({s['backend']}): pass rate {s['pass_rate']:.1%} "
-        f"({s['samples_passed']}/{s['samples_counted']} samples) over {s['ops_run']} ops, "
+        f"({s['samples_passed']}/{s['samples_counted']} samples; {s['samples_not_run']} not run, "
+        f"cut by the time budget) over {s['ops_run']} ops, "
         f"{s['ops_all_passed']} ops passed every sample; "
         f"{s['samples_skipped']} samples skipped {s['skip_reasons']}; "
         f"{len(s['ops_excluded'])} ops excluded",

@@ -1,17 +1,22 @@
 """The command line, run as users run it: `python -m miniinductor ...` in a subprocess.
 
 Every command and its `--help`, the files `explain` writes, and every kind of mistake:
-each must print exactly one line on stderr (no traceback) and exit non-zero. Each
-process pays for importing torch (seconds), so the subprocess cases start together (a
-few at a time) in one module-scoped fixture and the tests only read their results; the
-long list of mistakes runs in-process through `main(argv)`, and a few of them again as
-real processes.
+each must print exactly one line on stderr (no traceback) and exit non-zero. A fresh
+process pays seconds for importing torch and Dynamo, so one module-scoped fixture runs
+the cases and the tests only read their results: two (`FRESH`) as fresh
+`python -m miniinductor` processes, so that whatever importing prints is seen too, and the
+others each in a process of its own forked from one runner that paid for the imports once
+(`python tests/test_cli.py OUT CASES.json`, the way tests/test_training_patterns.py runs
+its cases): each child runs `python -m miniinductor`'s own code path (runpy) with its own
+stdout, stderr and exit status, a few at a time. The long list of mistakes runs
+in-process through `main(argv)`, and a few of them again as real processes.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +53,7 @@ HELP = {
     "demo_help": ["demo", "--help"],
     "explain_help": ["explain", "--help"],
     "accuracy_help": ["accuracy", "--help"],
+    "tour_help": ["tour", "--help"],
 }
 ERRORS = {   # name: (arguments, words the one error line must contain)
     "no_command": ([], ["COMMAND"]),
@@ -71,6 +77,7 @@ ERRORS = {   # name: (arguments, words the one error line must contain)
                           ["cannot create", "/proc/no/such"]),
 }
 SUBPROCESS_ERRORS = ["no_command", "missing_file", "bad_shape", "bad_option_name"]
+FRESH = ["top", "no_command"]   # run as fresh processes; the other cases are forked from one runner
 RUNS = {
     "explain_builtin": ["explain", "softmax", "--trace", "{tmp}/trace", "--report", "{tmp}/softmax.html"],
     "explain_file": ["explain", "{tmp}/user.py:f", "--no-trace", "--report", "{tmp}/f.html"],
@@ -79,7 +86,7 @@ RUNS = {
     "explain_module_class": ["explain", "{tmp}/user.py:Net", "--shape", "2,16", "--no-trace",
                              "--report", "{tmp}/net.html", "--compare"],
     "demo": ["demo", "--batch", "1", "--seq", "8", "--d-model", "32", "--n-head", "2", "--repeats", "2",
-             "--skip-inductor", "--report", "{tmp}/demo.md", "--html", "{tmp}/demo.html"],
+             "--skip-inductor", "--report", "{tmp}/demo/demo.md"],
     "traceback": ["explain", "{tmp}/nope.py:f", "--traceback"],
     "accuracy_clean": ["accuracy", "softmax", "--levels", "none"],
     "accuracy_planted": ["accuracy", "{tmp}/planted.py:h", "--levels", "fallback", "--repro-dir", "{tmp}/repro",
@@ -100,12 +107,16 @@ def example_inputs():
 '''
 
 
-def run_cli(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
+def cli_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
+def run_cli(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
     args = [a.replace("{tmp}", str(tmp)) for a in args]
-    return subprocess.run([sys.executable, "-m", "miniinductor", *args], cwd=tmp, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "miniinductor", *args], cwd=tmp, env=cli_env(),
+                          capture_output=True, text=True, timeout=540)
 
 
 def write_user_files(tmp: Path) -> Path:
@@ -116,14 +127,69 @@ def write_user_files(tmp: Path) -> Path:
     return tmp
 
 
+def run_forked(out: Path, cases: dict[str, list[str]], workers: int = 3) -> None:
+    """The runner: import miniinductor once, then run each case in a child forked from here,
+    as `python -m miniinductor ARGS` would (runpy; SystemExit and uncaught exceptions handled
+    as the interpreter does), its stdout, stderr and exit status written to OUT/NAME.*."""
+    import runpy
+
+    import miniinductor.demo  # noqa: F401  (the imports every child shares; not __main__ itself,
+    import miniinductor.tour  # noqa: F401   which each child runs afresh as `python -m` does)
+
+    def child(name, args):
+        code = 1
+        try:
+            for fd, suffix in ((1, "out"), (2, "err")):
+                os.dup2(os.open(out / f"{name}.{suffix}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            sys.argv = ["miniinductor", *args]
+            try:
+                runpy.run_module("miniinductor", run_name="__main__", alter_sys=True)
+                code = 0
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            except BaseException:
+                sys.excepthook(*sys.exc_info())
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    queue, running = list(cases.items()), {}
+    while queue or running:
+        while queue and len(running) < workers:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            name, args = queue.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                child(name, args)
+            running[pid] = name
+        pid, status = os.wait()
+        (out / f"{running.pop(pid)}.exit").write_text(str(os.waitstatus_to_exitcode(status)))
+
+
 @pytest.fixture(scope="module")
 def cli(tmp_path_factory):
     """name → CompletedProcess for every subprocess case, and their working folder."""
     tmp = write_user_files(tmp_path_factory.mktemp("cli"))
+    out = tmp_path_factory.mktemp("cli_forked")
     cases = {**HELP, **{k: ERRORS[k][0] for k in SUBPROCESS_ERRORS}, **RUNS}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {name: pool.submit(run_cli, args, tmp) for name, args in cases.items()}
-        return {name: f.result() for name, f in futures.items()}, tmp
+    forked = {name: [a.replace("{tmp}", str(tmp)) for a in args] for name, args in cases.items()
+              if name not in FRESH}
+    (out / "cases.json").write_text(json.dumps(forked))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(FRESH) + 1) as pool:
+        fresh = {name: pool.submit(run_cli, cases[name], tmp) for name in FRESH}
+        runner = pool.submit(subprocess.run, [sys.executable, __file__, str(out), str(out / "cases.json")],
+                             cwd=tmp, env=cli_env(), capture_output=True, text=True, timeout=540).result()
+        results = {name: f.result() for name, f in fresh.items()}
+    for name, args in forked.items():
+        files = {suffix: out / f"{name}.{suffix}" for suffix in ("exit", "out", "err")}
+        text = {k: p.read_text() if p.exists() else "" for k, p in files.items()}
+        results[name] = subprocess.CompletedProcess(
+            args, int(text["exit"]) if text["exit"] else None, text["out"],
+            text["err"] + ("" if text["exit"] else f"\n--- runner (exit {runner.returncode})\n"
+                           f"{runner.stdout[-2000:]}{runner.stderr[-3000:]}"))
+    return results, tmp
 
 
 def show(result) -> str:
@@ -135,7 +201,8 @@ def test_help(cli, name):
     result = cli[0][name]
     assert result.returncode == 0, show(result)
     assert result.stdout.startswith("usage: miniinductor"), show(result)
-    expected = {"top": ["demo", "explain", "accuracy"], "demo_help": ["--skip-inductor", "--html"],
+    expected = {"top": ["demo", "tour", "explain", "accuracy"], "demo_help": ["--skip-inductor", "--html"],
+                "tour_help": ["--trace", "--lines", "--inductor", "FX graph", "memory plan"],
                 "explain_help": ["--trace", "--report", "--shape", "--option", "gpt2_block", "example_inputs()"],
                 "accuracy_help": ["--no-backward", "--rtol", "--atol", "--levels", "--repro-dir", "--report",
                                   "gpt2_block", "example_inputs()"]}
@@ -215,11 +282,20 @@ def test_explain_module_class_with_compare(cli):
 
 
 def test_demo(cli):
+    """The demo says what was fused (each kernel and its ATen ops, every fusion decision) on the
+    console and in the markdown report, and `--report PATH` puts the HTML report beside PATH."""
     result, tmp = cli[0]["demo"], cli[1]
     assert result.returncode == 0, show(result)
     assert "correctness vs eager:   PASS" in result.stdout and "skipped" in result.stdout
-    assert "**PASS**" in (tmp / "demo.md").read_text()
-    assert "median ms" in (tmp / "demo.html").read_text()
+    markdown = (tmp / "demo" / "demo.md").read_text()
+    assert "**PASS**" in markdown
+    assert "median ms" in (tmp / "demo" / "demo.html").read_text()
+    assert not (tmp / "miniinductor_report.html").exists(), "the HTML report belongs beside --report"
+    for text in (result.stdout, markdown):
+        assert re.search(r"^  \w+: buf\d+.* <- .*\bgelu\b", text, flags=re.M), "a kernel with its ATen ops"
+        assert re.search(r"^fusion: \d+ pairs? fused", text, flags=re.M), text
+        assert re.search(r"^  \S+ \+ \S+: (not )?fused \(", text, flags=re.M), "one line per decision"
+        assert str(tmp / "demo" / "demo.html") in text, "where the HTML report is"
 
 
 def test_accuracy_clean_builtin(cli):
@@ -239,3 +315,7 @@ def test_accuracy_names_the_planted_bug(cli):
     assert 'extern "C" void cpp_fused_' in out, "the kernel's source is printed"
     assert list((tmp / "repro").glob("repro_forward_cpp_fused_*.py")), show(result)
     assert "max error per buffer" in (tmp / "accuracy.html").read_text()
+
+
+if __name__ == "__main__":   # the runner the `cli` fixture starts: OUT CASES.json
+    run_forked(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text()))

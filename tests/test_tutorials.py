@@ -3,10 +3,11 @@
 Each tutorial asserts its own results against eager PyTorch, so exit code 0 means the
 whole walk-through still works. Each runs in a fresh subprocess (no Dynamo caches or
 metrics shared with the test process) with its own empty kernel cache, so the
-tutorial pays for -- and exercises -- a cold build.
+tutorial pays for -- and exercises -- a cold build. They run two at a time.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -48,15 +49,32 @@ def test_tutorial_structure(path):
     assert "torch.testing.assert_close" in text, "a tutorial checks its results against eager"
 
 
-@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
-def test_tutorial_runs(path, tmp_path):
-    start = time.perf_counter()
+@pytest.fixture(scope="module")
+def runs(request, tmp_path_factory):
+    """The selected tutorials, two at a time (each keeps about one core busy): path → future of
+    (result or TimeoutExpired, seconds)."""
+    def timed(path):
+        start = time.perf_counter()
+        try:
+            result = run_script(path, tmp_path_factory.mktemp(path.stem) / "cache")
+        except subprocess.TimeoutExpired as exc:
+            result = exc
+        return result, time.perf_counter() - start
+    selected = [item.callspec.params["path"] for item in request.session.items
+                if item.module is request.module and item.originalname == "test_tutorial_runs"]
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     try:
-        result = run_script(path, tmp_path / "cache")
-    except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        yield {path: pool.submit(timed, path) for path in selected}
+    finally:
+        pool.shutdown(cancel_futures=True)   # after a failure (-x), start no more of them
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_tutorial_runs(path, runs):
+    result, elapsed = runs[path].result()
+    if isinstance(result, subprocess.TimeoutExpired):
+        out = (result.stdout or b"").decode() if isinstance(result.stdout, bytes) else (result.stdout or "")
         pytest.fail(f"{path.name} did not finish in {TIMEOUT_S} s; last output:\n{tail(out)}")
-    elapsed = time.perf_counter() - start
     output = result.stdout + ("\n--- stderr ---\n" + result.stderr if result.stderr else "")
     assert result.returncode == 0, (
         f"{path.name} exited with {result.returncode} after {elapsed:.1f} s; "
