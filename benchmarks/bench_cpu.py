@@ -256,8 +256,8 @@ def machine_info() -> dict[str, str]:
     model = platform.processor() or "unknown"
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        model = next(l.split(":", 1)[1].strip() for l in out.splitlines()
-                     if l.startswith("Model name"))
+        model = next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                     if line.startswith("Model name"))
     except Exception:
         pass
     return {"cpu": model, "cores": str(os.cpu_count()),

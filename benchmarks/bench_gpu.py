@@ -26,11 +26,10 @@ os.environ.setdefault("MINIINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mi_cach
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ind_cache_"))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from triton.testing import do_bench  # noqa: E402
-
+import triton  # noqa: E402
 from bench_models import compile_timed, time_models  # noqa: E402
+from triton.testing import do_bench  # noqa: E402
 
 
 def chain(x, a):

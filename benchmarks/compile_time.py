@@ -29,6 +29,7 @@ def build(name: str):
     """(module or function, inputs, mode, run) for one workload, on the GPU."""
     import torch
     import torch.nn.functional as F
+
     from miniinductor.models import GPT2Block
     torch.manual_seed(0)
     d = "cuda"
@@ -65,6 +66,7 @@ def build(name: str):
 
 def child(name: str, backend: str) -> float:
     import torch
+
     import miniinductor
     fn, args, mode, run = build(name)
     torch.cuda.synchronize()

@@ -12,85 +12,126 @@ compiled and eager. On an H100 (torch 2.11) eager's worst was 1.42e-6, miniinduc
 Inductor's both 3.19e-3 (layers.1.wi.weight): a ReLU mask flipped where a pre-activation
 lies within float32 rounding of 0, the same for both compilers.
 """
-import copy, math, sys, os, json
-import torch, torch.nn as nn, torch.nn.functional as F
-ACT = F.gelu if "--gelu" in sys.argv else F.relu
-sys.argv = [a for a in sys.argv if a != "--gelu"]
+from __future__ import annotations
+
+import argparse
+import copy
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
 
 class T5Norm(nn.Module):
-    def __init__(s, d): super().__init__(); s.w = nn.Parameter(torch.ones(d))
-    def forward(s, x): return s.w * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    """RMS norm without a mean or a bias, as in T5."""
 
-def bucket(rel, n=32, maxd=128):
-    n //= 2
-    ret = (rel > 0).long() * n
-    rel = rel.abs()
-    exact = n // 2
-    small = rel < exact
-    large = exact + (torch.log(rel.float() / exact + 1e-9) / math.log(maxd / exact) * (n - exact)).long()
-    large = torch.minimum(large, torch.full_like(large, n - 1))
-    return ret + torch.where(small, rel, large)
+    def __init__(self, width):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+def bucket(relative, n_buckets=32, max_distance=128):
+    """T5's bidirectional relative-position bucket of each (key - query) distance."""
+    n_buckets //= 2
+    base = (relative > 0).long() * n_buckets
+    distance = relative.abs()
+    exact = n_buckets // 2
+    log_bucket = exact + (torch.log(distance.float() / exact + 1e-9) / math.log(max_distance / exact)
+                          * (n_buckets - exact)).long()
+    log_bucket = torch.minimum(log_bucket, torch.full_like(log_bucket, n_buckets - 1))
+    return base + torch.where(distance < exact, distance, log_bucket)
+
 
 class Layer(nn.Module):
-    def __init__(s, d, h, ff):
-        super().__init__(); s.h = h
-        s.q, s.k, s.v, s.o = (nn.Linear(d, d, bias=False) for _ in range(4))
-        s.n1, s.n2 = T5Norm(d), T5Norm(d)
-        s.wi, s.wo = nn.Linear(d, ff, bias=False), nn.Linear(ff, d, bias=False)
-    def forward(s, x, bias):
-        B, T, C = x.shape; H = s.h; D = C // H
-        y = s.n1(x)
-        q, k, v = (l(y).view(B, T, H, D).transpose(1, 2) for l in (s.q, s.k, s.v))
-        a = (q @ k.transpose(-1, -2) + bias).softmax(-1) @ v      # T5: no 1/sqrt(D)
-        x = x + s.o(a.transpose(1, 2).reshape(B, T, C))
-        h = s.wi(s.n2(x))                     # [B, T, ff], the ReLU's input
-        return x + s.wo(ACT(h)), h
+    def __init__(self, width, heads, ff, activation):
+        super().__init__()
+        self.heads, self.activation = heads, activation
+        self.q, self.k, self.v, self.o = (nn.Linear(width, width, bias=False) for _ in range(4))
+        self.n1, self.n2 = T5Norm(width), T5Norm(width)
+        self.wi, self.wo = nn.Linear(width, ff, bias=False), nn.Linear(ff, width, bias=False)
 
-class Enc(nn.Module):
-    def __init__(s, vocab=512, d=256, h=4, ff=1024, L=4):
-        super().__init__(); s.emb = nn.Embedding(vocab, d); s.rel = nn.Embedding(32, h)
-        s.layers = nn.ModuleList(Layer(d, h, ff) for _ in range(L)); s.n = T5Norm(d); s.head = nn.Linear(d, vocab, bias=False)
-    def forward(s, ids):
-        T = ids.shape[1]
-        pos = torch.arange(T, device=ids.device)
-        bias = s.rel(bucket(pos[None, :] - pos[:, None])).permute(2, 0, 1)[None]   # [1, H, T, T]
-        x = s.emb(ids)
-        pre = []
-        for l in s.layers:
-            x, h = l(x, bias); pre.append(h)
-        return s.head(s.n(x)), pre
+    def forward(self, x, position_bias):
+        batch, seq, width = x.shape
+        head_dim = width // self.heads
+        y = self.n1(x)
+        # [B, T, C] -> [B, T, H, D] -> [B, H, T, D]
+        q, k, v = (proj(y).view(batch, seq, self.heads, head_dim).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        attention = (q @ k.transpose(-1, -2) + position_bias).softmax(-1) @ v     # T5: no 1/sqrt(D)
+        x = x + self.o(attention.transpose(1, 2).reshape(batch, seq, width))     # [B, H, T, D] -> [B, T, C]
+        pre_activation = self.wi(self.n2(x))                                      # [B, T, ff]
+        return x + self.wo(self.activation(pre_activation)), pre_activation
 
-def grads(model, ids, tgt, backend=None):
-    m = copy.deepcopy(model)
-    f = m if backend is None else torch.compile(m, backend=backend)
-    logits, pre = f(ids)
-    loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt.flatten())
+
+class Encoder(nn.Module):
+    def __init__(self, activation, vocab=512, width=256, heads=4, ff=1024, n_layers=4):
+        super().__init__()
+        self.embed, self.rel = nn.Embedding(vocab, width), nn.Embedding(32, heads)
+        self.layers = nn.ModuleList(Layer(width, heads, ff, activation) for _ in range(n_layers))
+        self.norm, self.head = T5Norm(width), nn.Linear(width, vocab, bias=False)
+
+    def forward(self, ids):
+        seq = ids.shape[1]
+        pos = torch.arange(seq, device=ids.device)
+        bias = self.rel(bucket(pos[None, :] - pos[:, None])).permute(2, 0, 1)[None]   # [T, T, H] -> [1, H, T, T]
+        x = self.embed(ids)
+        pre_activations = []
+        for layer in self.layers:
+            x, pre = layer(x, bias)
+            pre_activations.append(pre.detach())
+        return self.head(self.norm(x)), pre_activations
+
+
+def step(model, ids, targets, backend=None):
+    """One forward+backward of a copy of `model`: (loss, {name: gradient as float64}, the
+    activations' inputs per layer)."""
+    model = copy.deepcopy(model)
+    run = model if backend is None else torch.compile(model, backend=backend)
+    logits, pre_activations = run(ids)
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
     loss.backward()
-    PRE[backend] = [h.detach() for h in pre]
-    return loss.item(), {n: p.grad.detach().double() for n, p in m.named_parameters()}
-PRE = {}
+    grads = {name: p.grad.detach().double() for name, p in model.named_parameters()}
+    return loss.item(), grads, pre_activations
 
-dev = sys.argv[1] if len(sys.argv) > 1 else "cuda"
-torch.manual_seed(0)
-small = dev != "cuda"
-model = Enc(d=64, ff=128, L=2).to(dev) if small else Enc().to(dev)
-B, T = (2, 16) if small else (4, 128)
-ids = torch.randint(0, 512, (B, T), device=dev); tgt = torch.randint(0, 512, (B, T), device=dev)
-l64, g64 = grads(model.double(), ids, tgt); model = model.float()
-res = {}
-for name, be in [("eager", None), ("miniinductor", "miniinductor")] + ([("inductor", "inductor")] if dev == "cuda" else []):
-    l, g = grads(model, ids, tgt, be)
-    errs = {n: ((g[n] - g64[n]).abs().max() / g64[n].abs().max()).item() for n in g}
-    worst = sorted(errs.items(), key=lambda kv: -kv[1])[:5]
-    res[name] = (l, worst)
-    print(f"{name:13s} loss {l:.6f} (f64 {l64:.6f}) worst grads vs float64:", ", ".join(f"{n} {e:.2e}" for n, e in worst), flush=True)
-# ours vs eager directly
-_, ge = grads(model, ids, tgt); _, gm = grads(model, ids, tgt, "miniinductor")
-errs = sorted(((n, ((gm[n] - ge[n]).abs().max() / ge[n].abs().max()).item()) for n in ge), key=lambda kv: -kv[1])[:5]
-print("miniinductor vs eager fp32:", errs)
-for be in ("miniinductor", "inductor"):
-    if be in PRE:
-        flips = [int(((a > 0) != (b > 0)).sum()) for a, b in zip(PRE[None], PRE[be])]
-        print(f"ReLU inputs whose sign differs, {be} vs eager, per layer:", flips)
-print("activation:", ACT.__name__)
-print("tf32 flags", torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.get_float32_matmul_precision())
+
+def relative_errors(grads, reference):
+    """The worst five parameters by max |g - ref| / max |ref|."""
+    errors = {n: ((grads[n] - reference[n]).abs().max() / reference[n].abs().max()).item() for n in grads}
+    return sorted(errors.items(), key=lambda kv: -kv[1])[:5]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("device", nargs="?", default="cuda")
+    parser.add_argument("--gelu", action="store_true", help="the control: GELU instead of ReLU")
+    args = parser.parse_args()
+    activation = F.gelu if args.gelu else F.relu
+    device, small = args.device, args.device != "cuda"
+    torch.manual_seed(0)
+    model = (Encoder(activation, width=64, ff=128, n_layers=2) if small else Encoder(activation)).to(device)
+    batch, seq = (2, 16) if small else (4, 128)
+    ids = torch.randint(0, 512, (batch, seq), device=device)
+    targets = torch.randint(0, 512, (batch, seq), device=device)
+    loss64, grads64, _ = step(model.double(), ids, targets)
+    model = model.float()
+    backends = [("eager", None), ("miniinductor", "miniinductor")] + ([("inductor", "inductor")] if device == "cuda" else [])
+    results = {}
+    for name, backend in backends:
+        results[name] = loss, grads, pre = step(model, ids, targets, backend)
+        worst = ", ".join(f"{n} {e:.2e}" for n, e in relative_errors(grads, grads64))
+        print(f"{name:13s} loss {loss:.6f} (f64 {loss64:.6f}) worst grads vs float64: {worst}", flush=True)
+    print("miniinductor vs eager fp32:", relative_errors(results["miniinductor"][1], results["eager"][1]))
+    for name in ("miniinductor", "inductor"):
+        if name in results:
+            flips = [int(((a > 0) != (b > 0)).sum()) for a, b in zip(results["eager"][2], results[name][2], strict=True)]
+            print(f"ReLU inputs whose sign differs, {name} vs eager, per layer:", flips)
+    print("activation:", activation.__name__)
+    print("tf32 flags", torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+          torch.get_float32_matmul_precision())
+
+
+if __name__ == "__main__":
+    main()

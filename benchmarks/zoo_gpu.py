@@ -13,7 +13,8 @@ named, with the error outside its worst row (dim 0): an error confined to one ro
 FF input weight is one ReLU mask flipped for one token, its pre-activation within float32
 rounding of 0. (On the CPU, t5-large-ish: decoder.2.wi.weight off by 3.9e-3 of its max at
 step 2, all in one row, whose unit had a pre-activation of 6.5e-8 at scale 2.7; the other
-rows agree to 7e-7 of the max; the 8 worst gradients are all at step 2, downstream of it.) `--config t5-large-ish` is the T5 size of the GPU report (batch 4, seq 128,
+rows agree to 7e-7 of the max; the 8 worst gradients are all at step 2, downstream of it.)
+`--config t5-large-ish` is the T5 size of the GPU report (batch 4, seq 128,
 width 256, 4 layers). `--json PATH` writes every number.
 """
 from __future__ import annotations

@@ -26,7 +26,7 @@ Hints: compute the size from the IR arguments only (`is_ir`); load the condition
 torch.bool; cast the result to the output dtype only when it differs from the compute dtype.
 Run: python -m miniinductor exercise run 2
 """
-import torch
+import torch  # noqa: F401  (for your solution)
 
 from miniinductor.ir.nodes import Pointwise, StorageBox  # noqa: F401
 from miniinductor.lowering.pointwise import KIND, broadcast_shapes, device_of, is_ir, loader_in, promote  # noqa: F401

@@ -20,11 +20,12 @@ and ``tlparse``.
 from __future__ import annotations
 
 import argparse
-import collections
 import difflib
 import importlib.util
 import sys
 from pathlib import Path
+
+from .logs import plural
 
 
 class CLIError(Exception):
@@ -214,48 +215,10 @@ def resolve_target(args):
 
 
 # --------------------------------------------------------------------------- explain
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def kernel_lines(result) -> list[str]:
-    """Per graph: nodes → kernels + extern calls, bytes, memory; then each kernel with the
-    buffers it computes and the ATen ops they came from (shared by demo and tour)."""
-    from miniinductor.debug.fusion_graph import human_bytes
-
-    lines = []
-    for cg in result.graphs:
-        n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
-        moved = human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))
-        peak = human_bytes(cg.plan.peak_bytes if cg.plan else 0)
-        lines.append(f"graph {cg.graph.name}: {_n(len(cg.scheduler.nodes), 'node')} before fusion -> "
-                     f"{_n(len(cg.kernels), 'kernel')} + {_n(n_ext, 'extern call')}; kernels move {moved}; "
-                     f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
-        for k in (k for k in result.kernels if k.graph == cg.graph.name):
-            origins = ", ".join(k.origins) or "?"
-            lines.append(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
-    return lines
-
-
-def decision_lines(decisions, limit: int = 16) -> list[str]:
-    """The fusion count, then every decision on its own line; past `limit` decisions, a
-    count per kind of reason instead (the HTML report lists them all)."""
-    fused = sum(d.fused for d in decisions)
-    lines = [f"fusion: {_n(fused, 'pair')} fused, {len(decisions) - fused} not fused"]
-    if len(decisions) <= limit:
-        return lines + [f"  {d}" for d in decisions]
-    for verdict in (True, False):
-        kinds = collections.Counter(d.reason.split(",")[0].split(";")[0].split(":")[0]
-                                    for d in decisions if d.fused == verdict)
-        if kinds:
-            lines.append(f"  {'fused' if verdict else 'not fused'}: "
-                         + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
-    return lines + [f"  ({len(decisions)} decisions: each is listed in the HTML report)"]
-
-
 def print_summary(name, inputs, result, error: float) -> None:
     shapes = ", ".join(str(list(x.shape)) for x in inputs if hasattr(x, "shape"))
-    print(f"miniinductor explain {name}: {_n(len(result.graphs), 'graph')}, inputs {shapes}")
+    print(f"miniinductor explain {name}: {plural(len(result.graphs), 'graph')}, inputs {shapes}")
+    from miniinductor.debug.explain import decision_lines, kernel_lines
     print("\n".join(kernel_lines(result) + decision_lines(result.decisions)))
     print(f"max abs error vs eager: {error:.3e}")
 

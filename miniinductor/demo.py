@@ -41,7 +41,7 @@ class DemoReport:
 
     def fusion_lines(self) -> list[str]:
         """Each kernel with the ATen ops it came from, then the fusion decisions."""
-        from miniinductor.__main__ import decision_lines, kernel_lines
+        from miniinductor.debug.explain import decision_lines, kernel_lines
         result = self.comparison.explain
         return kernel_lines(result) + decision_lines(result.decisions)
 

@@ -22,6 +22,11 @@ LOG_NAMES = {
 }
 
 
+def plural(count: int, noun: str) -> str:
+    """'1 kernel', '3 kernels': counts in messages and reports."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def get_logger(name: str) -> logging.Logger:
     return logging.getLogger(f"miniinductor.{name}")
 

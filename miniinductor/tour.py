@@ -123,7 +123,7 @@ def _clip(text: str, limit: int, where: Path | None) -> str:
 
 def artifacts(result, comparison, folder: Path) -> dict[str, str]:
     """Section title → the artifact's text, read from the trace folder where it has a file."""
-    from miniinductor.__main__ import decision_lines
+    from miniinductor.debug.explain import decision_lines
 
     read = {name: (folder / name).read_text() for _, name, _ in SECTIONS if name and name != "kernels.cpp"}
     kernels = "\n\n".join(f"// {k.name}: computes {', '.join(k.buffers)} from {', '.join(k.origins)}\n"

@@ -18,9 +18,8 @@ import time
 
 import torch
 import torch._dynamo
-from torch.utils._pytree import tree_flatten
-
 from conftest import TERMINAL_REPORTS, USING_MINIINDUCTOR, metrics
+from torch.utils._pytree import tree_flatten
 
 RTOL, ATOL = 1e-4, 1e-5
 

@@ -16,7 +16,6 @@ from typing import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import (
     USING_MINIINDUCTOR,
     check,

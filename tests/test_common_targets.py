@@ -4,10 +4,9 @@ GPU is present, Triton kernels on CUDA with inputs moved there. Same cases, same
 (`conftest.check`), against eager on the same device."""
 import pytest
 import torch
-from torch.utils._pytree import tree_map
-
 from conftest import USING_MINIINDUCTOR, check, compile_fn
 from test_common import CASES
+from torch.utils._pytree import tree_map
 
 TARGETS = [("cpu", {"cpu_backend": "triton"})]
 if torch.cuda.is_available():

@@ -9,10 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import requires_miniinductor
 
 from miniinductor.debug.compare import BACKENDS, HEADER, Comparison, compare, max_abs_error
-
-from conftest import requires_miniinductor
 
 pytestmark = requires_miniinductor
 

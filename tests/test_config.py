@@ -11,9 +11,9 @@ import shutil
 import pytest
 import torch
 import torch.nn as nn
+from conftest import DEFAULT_TOLERANCES
 
 import miniinductor
-from conftest import DEFAULT_TOLERANCES
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.config import MODES, PRESETS, Config, list_mode_options, list_options
 

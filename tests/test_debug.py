@@ -285,3 +285,13 @@ def test_explain_result_helpers(layer_norm, tmp_path):
     assert path.read_text().startswith("<!DOCTYPE html>")
     folders = layer_norm.write_trace(tmp_path / "trace")
     assert len(folders) == len(layer_norm.graphs) and (folders[0] / "output_code.py").is_file()
+
+
+def test_counts_are_pluralised():
+    """'1 kernel', never '1 kernels': the counts in explain, the trace and the memory plan."""
+    import miniinductor
+    from miniinductor.logs import plural
+    assert (plural(1, "kernel"), plural(0, "kernel"), plural(3, "extern call")) == ("1 kernel", "0 kernels", "3 extern calls")
+    result = miniinductor.explain(lambda x: x.sin() + 1, torch.randn(8, 8))   # one kernel, one graph
+    text = str(result)
+    assert "1 kernel," in text and "1 kernels" not in text, text

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-
 from conftest import USING_MINIINDUCTOR, assert_same_values, seed_for
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-4

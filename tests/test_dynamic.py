@@ -16,9 +16,9 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import BACKEND, TEST_OPTIONS, check, metrics, randn, requires_miniinductor
 
 import miniinductor
-from conftest import BACKEND, TEST_OPTIONS, check, metrics, randn, requires_miniinductor
 from miniinductor.capture import specialize
 from miniinductor.models import MLP, GPT2Block
 

@@ -19,9 +19,9 @@ import re
 import pytest
 import torch
 import torch.nn as nn
+from conftest import DEFAULT_TOLERANCES, check
 
 import miniinductor
-from conftest import DEFAULT_TOLERANCES, check
 from miniinductor.capture import aot
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.models import GPT2Block

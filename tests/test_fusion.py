@@ -13,12 +13,11 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from conftest import check_training_step, requires_miniinductor
 
 import miniinductor
 from miniinductor.models import GPT2Block
 from miniinductor.scheduler import ExternKernelSchedulerNode, FusedGroup, SchedulerNode
-
-from conftest import check_training_step, requires_miniinductor
 
 pytestmark = requires_miniinductor
 

@@ -12,7 +12,6 @@ atol = 0), and each failing output is named.
 """
 import pytest
 import torch
-
 from conftest import USING_MINIINDUCTOR, assert_same_values, compile_fn
 
 INT_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32]

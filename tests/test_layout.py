@@ -14,10 +14,9 @@
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import USING_MINIINDUCTOR, check, clone_input, compile_fn, randint, randn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
-
-from conftest import USING_MINIINDUCTOR, check, clone_input, compile_fn, randint, randn
 
 
 def channels_last(*shape):

@@ -8,13 +8,12 @@ from __future__ import annotations
 import re
 
 import torch
+from conftest import check_training_step, requires_miniinductor
 
 import miniinductor
 from miniinductor.codegen.memory_planning import nbytes
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.models import GPT2Block
-
-from conftest import check_training_step, requires_miniinductor
 
 pytestmark = requires_miniinductor
 
@@ -74,7 +73,8 @@ def test_reuse_in_a_chain_of_matmuls():
     in_names = set(cg.graph.graph_input_names)
     assert not in_names & (set(plan.reuse) | set(plan.reuse.values()))
     # str(plan) counts the reuses; every buffer has a lifetime
-    assert f"{len(plan.reuse)} buffers reuse memory" in str(plan)
+    n = len(plan.reuse)
+    assert f"{n} buffer{'' if n == 1 else 's'} reuse memory" in str(plan)
     assert set(plan.lifetimes) >= {n.get_name() for n in cg.scheduler.nodes}
     # at most two 16x16 float buffers are ever live (a matmul's input and its output)
     assert plan.peak_bytes == 2 * 16 * 16 * 4

@@ -26,7 +26,6 @@ import traceback
 import pytest
 import torch
 import torch._dynamo
-
 from conftest import clone_inputs, compile_fn
 from opinfo_common import (
     compare,

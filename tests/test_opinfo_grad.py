@@ -35,8 +35,6 @@ import traceback
 import pytest
 import torch
 import torch._dynamo
-from torch.utils._pytree import tree_flatten, tree_map
-
 from conftest import clone_inputs, compile_fn, input_gradients
 from opinfo_common import (
     ATOL,
@@ -53,6 +51,7 @@ from opinfo_common import (
     select_ops,
     summarize,
 )
+from torch.utils._pytree import tree_flatten, tree_map
 
 BUDGET_S = float(os.environ.get("MINIINDUCTOR_OPINFO_GRAD_BUDGET_S", "270"))
 SAMPLES_PER_OP = min(3, int(os.environ.get("MINIINDUCTOR_OPINFO_GRAD_SAMPLES", "2")))

@@ -24,7 +24,6 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from conftest import USING_MINIINDUCTOR, compile_fn, metrics
 
 try:

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import USING_MINIINDUCTOR
 
 HERE = Path(__file__).resolve().parent

@@ -34,14 +34,14 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 import miniinductor  # noqa: E402
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
 from miniinductor.codegen.common import MissingStore  # noqa: E402
-from miniinductor.compile_fx import lower, schedule  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.codegen.triton_tiling import kernel_for_group  # noqa: E402
+from miniinductor.compile_fx import lower, schedule  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
-from miniinductor.ir.nodes import ExternKernel  # noqa: E402
-from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
+from miniinductor.ir.nodes import ExternKernel  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
+from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402

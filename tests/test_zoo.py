@@ -39,7 +39,6 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from conftest import compile_fn, metrics, requires_miniinductor
 
 from miniinductor.zoo import ZOO, relative_grad_errors

@@ -21,8 +21,7 @@ import torch
 
 import miniinductor
 from miniinductor.compile_fx import last_compiled
-from miniinductor.ir.indexing import (FloorDiv, ModularIndexing, cexpr, evaluate, index_vars,
-                                      simplify_with_ranges)
+from miniinductor.ir.indexing import FloorDiv, ModularIndexing, cexpr, evaluate, index_vars, simplify_with_ranges
 from miniinductor.ir.nodes import InputBuffer, Layout, strided_view_of
 from miniinductor.lowering.pointwise import expand_to
 from miniinductor.lowering.views import permute, reshape, select, slice_

@@ -39,8 +39,8 @@ import time
 import torch
 
 import miniinductor
-from miniinductor.codegen.triton_overrides import TritonOverrides
 from miniinductor.codegen.policy import PERSISTENT_REDUCTION_MAX, block_sizes, tile_sizes
+from miniinductor.codegen.triton_overrides import TritonOverrides
 from miniinductor.compile_fx import collect_compiled, generate_kernel
 from miniinductor.runtime.triton_runtime import load_module
 from miniinductor.virtualized import V

@@ -34,7 +34,6 @@ import functools
 import logging
 
 import torch
-
 from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
 from torch._functorch.partitioners import min_cut_rematerialization_partition

@@ -30,6 +30,7 @@ import math
 import torch
 
 from ..ir.nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput
+from ..logs import plural
 
 
 @dataclasses.dataclass
@@ -105,7 +106,7 @@ class MemoryPlan:
         return max(self.timeline, default=0)
 
     def __str__(self):
-        lines = [f"peak {self.peak_bytes} bytes; {len(self.reuse)} buffers reuse memory"]
+        lines = [f"peak {self.peak_bytes} bytes; {plural(len(self.reuse), 'buffer')} reuse memory"]
         for k, step in enumerate(self.steps):
             reused = [f"{n}<-{self.reuse[n]}" for n in step.allocs if n in self.reuse]
             freed = self.frees.get(k, [])

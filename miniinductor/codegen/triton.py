@@ -72,8 +72,7 @@ from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
 from .common import CSE, LOW_PRECISION, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
 from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
-from .triton_overrides import (BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype,
-                               reduction_init, texpr, triton_literal)
+from .triton_overrides import BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype, reduction_init, texpr, triton_literal
 
 
 class TritonKernel(Kernel):

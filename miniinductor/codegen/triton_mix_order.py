@@ -44,9 +44,9 @@ import torch
 
 from ..runtime.triton_runtime import cdiv, next_power_of_2
 from ..virtualized import V
+from .common import compute_dtype
 from .policy import MIX_ORDER_KINDS
 from .triton import TritonKernel
-from .common import compute_dtype
 from .triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
 
 #: bands (programs) per streaming multiprocessor of the GPU: enough to keep loads in flight

@@ -41,6 +41,7 @@ from ..compile_fx import collect_compiled, load_wrapper
 from ..compile_fx import compile as mi_compile
 from ..ir.interpreter import evaluate_buffer, run_extern
 from ..ir.nodes import Buffer, ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, StorageBox
+from ..logs import plural
 from ..scheduler import FusedGroup
 from ..virtualized import V
 from .compare import _copy_inputs, max_abs_error
@@ -144,7 +145,7 @@ class AccuracyReport:
         return write_report(self.graphs, path, buffer_errors=self.buffer_errors(), **kwargs)
 
     def __str__(self):
-        head = (f"debug_accuracy: {len(self.checks)} buffers in {len(self.graphs)} graphs checked; "
+        head = (f"debug_accuracy: {plural(len(self.checks), 'buffer')} in {plural(len(self.graphs), 'graph')} checked; "
                 f"outputs vs eager: max abs error {self.output_error:.3g}")
         if self.culprit is None:
             return head + "\nno buffer departs: clean"

@@ -210,11 +210,12 @@ def compare(fn, *example_inputs, repeats: int = 20, warmup: int = 3, inductor: b
     repeats: timed calls per backend (the median is reported; 0 skips timing).
     inductor: False leaves real Inductor out (its row says "skipped").
     """
-    from ..compile_fx import compile as mi_compile
-    from .. import metrics
-    from ..compile_fx import collect_compiled
     from torch._inductor import config as inductor_config
     from torch._inductor import metrics as inductor_metrics
+
+    from .. import metrics
+    from ..compile_fx import collect_compiled
+    from ..compile_fx import compile as mi_compile
 
     rows = {name: Row(name) for name in BACKENDS}
     inputs = {name: _copy_inputs(example_inputs) for name in BACKENDS}

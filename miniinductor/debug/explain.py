@@ -5,15 +5,19 @@ Mirrors nothing one-to-one in Inductor (whose closest tools are `TORCH_LOGS` and
 kernels (with the ATen ops each came from, the buffers it computes, its C++ or Triton source and
 the bytes it moves), every fusion decision with its reason and score, and the memory plan.
 The graphs are always compiled afresh (Dynamo's cache is reset first), so a cached compile
-can never hide a decision.
+can never hide a decision. `kernel_lines` and `decision_lines` print its summary (the CLI's
+explain, the demo and the tour).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 
 import torch
 
 from ..compile_fx import CompiledGraph, collect_compiled
+from ..logs import plural
+from .fusion_graph import human_bytes
 
 
 @dataclasses.dataclass
@@ -55,8 +59,8 @@ class ExplainResult:
     def __str__(self):
         lines = []
         for cg in self.graphs:
-            lines.append(f"== graph {cg.graph.name}: {len(cg.kernels)} kernels, "
-                         f"{len(cg.scheduler.nodes)} nodes before fusion, wrapper {cg.path}")
+            lines.append(f"== graph {cg.graph.name}: {plural(len(cg.kernels), 'kernel')}, "
+                         f"{plural(len(cg.scheduler.nodes), 'node')} before fusion, wrapper {cg.path}")
             lines += [f"  {k}" for k in self.kernels if k.graph == cg.graph.name]
             lines.append(f"  memory: planned peak {cg.plan.peak_bytes} bytes vs eager estimate {cg.eager_peak}")
         lines.append("== fusion decisions")
@@ -94,3 +98,36 @@ def explain(fn, *example_inputs, **options) -> ExplainResult:
     with collect_compiled() as graphs:
         outputs = mi_compile(fn, **options)(*example_inputs)
     return ExplainResult(graphs, outputs)
+
+
+def kernel_lines(result) -> list[str]:
+    """Per graph: nodes → kernels + extern calls, bytes, memory; then each kernel with the
+    buffers it computes and the ATen ops they came from (the CLI's explain, demo and tour)."""
+    lines = []
+    for cg in result.graphs:
+        n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
+        moved = human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))
+        peak = human_bytes(cg.plan.peak_bytes if cg.plan else 0)
+        lines.append(f"graph {cg.graph.name}: {plural(len(cg.scheduler.nodes), 'node')} before fusion -> "
+                     f"{plural(len(cg.kernels), 'kernel')} + {plural(n_ext, 'extern call')}; kernels move {moved}; "
+                     f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
+        for k in (k for k in result.kernels if k.graph == cg.graph.name):
+            origins = ", ".join(k.origins) or "?"
+            lines.append(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
+    return lines
+
+
+def decision_lines(decisions, limit: int = 16) -> list[str]:
+    """The fusion count, then every decision on its own line; past `limit` decisions, a
+    count per kind of reason instead (the HTML report lists them all)."""
+    fused = sum(d.fused for d in decisions)
+    lines = [f"fusion: {plural(fused, 'pair')} fused, {len(decisions) - fused} not fused"]
+    if len(decisions) <= limit:
+        return lines + [f"  {d}" for d in decisions]
+    for verdict in (True, False):
+        kinds = collections.Counter(d.reason.split(",")[0].split(";")[0].split(":")[0]
+                                    for d in decisions if d.fused == verdict)
+        if kinds:
+            lines.append(f"  {'fused' if verdict else 'not fused'}: "
+                         + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
+    return lines + [f"  ({len(decisions)} decisions: each is listed in the HTML report)"]

@@ -25,6 +25,7 @@ import itertools
 import re
 from pathlib import Path
 
+from ..logs import plural
 from .fusion_graph import build_fusion_graph, fusion_graph_svg, human_bytes
 
 _esc = html.escape
@@ -296,7 +297,7 @@ def _memory_section(cg) -> str:
     saved = (1 - plan.peak_bytes / cg.eager_peak) * 100 if cg.eager_peak else 0
     reuse = "".join(f"<tr><td>{_esc(a)}</td><td>{_esc(b)}</td></tr>" for a, b in plan.reuse.items())
     return (f"<p>planned peak <b>{human_bytes(plan.peak_bytes)}</b> vs eager estimate "
-            f"<b>{human_bytes(cg.eager_peak)}</b> ({saved:.0f}% less); {len(plan.reuse)} buffers reuse memory.</p>"
+            f"<b>{human_bytes(cg.eager_peak)}</b> ({saved:.0f}% less); {plural(len(plan.reuse), 'buffer')} reuse memory.</p>"
             + '<p class="muted">Live bytes of intermediate buffers after each step of the wrapper\'s '
             "<code>call()</code> (hover a step); the dashed red line is the peak eager PyTorch would reach "
             "running the ATen graph op by op (an estimate).</p>"
@@ -369,8 +370,8 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
     links = GraphLinks(cg, p)
     n_ext = len(cg.scheduler.schedule) - len(cg.kernels)
     head = (f'<section class="graph" id="{p}"><h2>graph {index}: {_esc(cg.graph.name)}</h2>'
-            f'<p class="muted">{len(cg.scheduler.nodes)} nodes before fusion → {len(cg.kernels)} kernels + '
-            f"{n_ext} extern calls; kernels move {human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}; "
+            f'<p class="muted">{plural(len(cg.scheduler.nodes), "node")} before fusion → {plural(len(cg.kernels), "kernel")} + '
+            f"{plural(n_ext, 'extern call')}; kernels move {human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}; "
             f"wrapper <code>{_esc(cg.path)}</code></p>")
     fx_title, fx_body = _fx_column(cg, links, fx_gm)
     columns = [(fx_title, fx_body), ("ATen graph", _aten_column(cg, links)), ("Loop IR", _ir_column(cg, links)),

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from ..logs import plural
 from .fusion_graph import render_fusion_graph
 from .report import write_report
 
@@ -163,8 +164,8 @@ def ir_post_fusion_text(cg) -> str:
 def schedule_text(cg) -> str:
     from ..scheduler import FusedGroup
 
-    lines = [f"# {cg.graph.name}: {len(cg.scheduler.nodes)} nodes before fusion -> "
-             f"{len(cg.kernels)} kernels + {len(cg.scheduler.schedule) - len(cg.kernels)} extern calls", ""]
+    lines = [f"# {cg.graph.name}: {plural(len(cg.scheduler.nodes), 'node')} before fusion -> "
+             f"{plural(len(cg.kernels), 'kernel')} + {plural(len(cg.scheduler.schedule) - len(cg.kernels), 'extern call')}", ""]
     for item in cg.scheduler.schedule:
         if isinstance(item, FusedGroup):
             kernel = cg.kernels[item.kernel_name]

@@ -13,7 +13,6 @@ tests and debugging; float16/bfloat16 math happens in those dtypes (codegen uses
 """
 from __future__ import annotations
 
-
 import sympy
 import torch
 

@@ -32,10 +32,24 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from .. import metrics
 from ..codegen.policy import BackendPolicy, policy_for
 from ..config import Config
-from ..ir.nodes import (SUPPORTED_DTYPES, Buffer, ComputedBuffer, ExternKernel, InputBuffer, IRNode,
-                        Layout, Loops, MultiOutput, Pointwise, ReinterpretView, StorageBox, View,
-                        strided_view_of, unwrap_buffer)
 from ..ir.indexing import index_vars
+from ..ir.nodes import (
+    SUPPORTED_DTYPES,
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    InputBuffer,
+    IRNode,
+    Layout,
+    Loops,
+    MultiOutput,
+    Pointwise,
+    ReinterpretView,
+    StorageBox,
+    View,
+    strided_view_of,
+    unwrap_buffer,
+)
 from ..ops_handler import RecordingHandler
 from ..virtualized import V
 from .registry import find_lowering

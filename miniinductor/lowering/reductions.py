@@ -24,7 +24,7 @@ import torch
 
 from ..codegen.common import innermost_strides
 from ..codegen.policy import reduces_columns, reduction_splits
-from ..ir.indexing import FloorDiv, ModularIndexing, index_vars, simplify_with_ranges
+from ..ir.indexing import FloorDiv, ModularIndexing, index_vars
 from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
 from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
