@@ -27,7 +27,8 @@ if torch.cuda.is_available():
 # (Triton 3.6, torch 2.11): the LLVM IR is right (`sub i16 0, x`; `icmp sgt i16`; `sext i16
 # to i64`), yet -(-32768) compares and widens as +32768; the same with PTX's own `neg.s16`
 # in inline asm, with `0 - x`, `x * -1` and `~x + 1` (scratch runs, 2026-11-23), so the
-# backend, not the kernel we write, loses the wrap. int8 and the stored int16 are right.
+# backend, not the kernel we write, loses the wrap. int8 and the stored int16 are right;
+# Inductor's kernel gets `(-x).sum(1)` of int16 wrong the same way on that machine.
 KNOWN_GPU_MISCOMPILES = {("cuda", torch.int16): {"neg>0", "neg.sum(1)"}}
 
 
