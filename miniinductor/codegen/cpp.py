@@ -16,8 +16,13 @@ around the body come from the buffer's ranges:
         out_ptr0[i0] = acc0;             <- stores
     }
 
+A column reduction (x.sum(0): loads contiguous along i0, strided along r0) turns the nest
+inside out, as Inductor's outer reductions do: tiles of columns, each with an array of
+accumulators, the r loops outside and the tile's columns inside (`reduces_columns`).
+
 Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
 let the compiler vectorize with -O3 -march=native. float16/bfloat16 are loaded as float.
+No tiling of row reductions, no cascade (blocked) sums; argmax/argmin stay in the row form.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ import torch
 from ..ir.indexing import cexpr, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
-from .common import IndentedBuffer, Kernel, canonical_len, compute_dtype
+from .common import IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -111,6 +116,8 @@ REDUCTION_COMBINE = {
     "any": "{acc} = {acc} || {value};",
 }
 OMP_REDUCTION_OP = {"sum": "+", "prod": "*", "any": "||"}
+#: columns per tile of an outer reduction (CppKernel.reduces_columns): accumulators per thread
+COLUMN_TILE = 64
 
 
 def reduction_init(reduction_type, ctype):
@@ -130,6 +137,11 @@ class CppKernel(Kernel):
     (the same loop, folding values into accumulators declared in `prefix`, stored in `suffix`)."""
 
     language, loop_kind = "cpp", "reduction"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.accumulators: dict[str, tuple[str, str]] = {}   # name → (C++ type, initial value)
+        self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -156,11 +168,14 @@ class CppKernel(Kernel):
         return cexpr(simplify_with_ranges(sympy.sympify(expr), self.var_ranges))
 
     def load(self, name, index):
-        index = self.index(index)
-        if (stored := self._stored(name, index)) is not None:
+        text = self.index(index)
+        if (stored := self._stored(name, text)) is not None:
             return stored
+        if self._current().kind == "reduction" and self.itervars and self.reduction_vars:
+            self.reduction_loads.append(innermost_strides(index, self.var_ranges, self.itervars[-1],
+                                                          self.reduction_vars[-1]))
         dtype = V.graph.get_dtype(name)
-        expr = f"{self.args.input(name)}[{index}]"
+        expr = f"{self.args.input(name)}[{text}]"
         if dtype in LOAD_CONVERT:
             expr = f"{LOAD_CONVERT[dtype]}({expr})"
         return self.cse.generate(self.compute, expr)
@@ -217,10 +232,10 @@ class CppKernel(Kernel):
         block = self.block
         acc = f"acc{sum(len(b.prefix.lines) for b in self.blocks)}"
         ctype = COMPUTE_TYPE[dtype if reduction_type not in ("argmax", "argmin") else src_dtype]
-        block.prefix.writeline(f"{ctype} {acc} = {reduction_init(reduction_type, ctype)};")
+        self._declare(block, ctype, acc, reduction_init(reduction_type, ctype))
         if reduction_type in ("argmax", "argmin"):
             block.has_argreduction = True
-            block.prefix.writeline(f"int64_t {acc}_index = 0;")
+            self._declare(block, "int64_t", f"{acc}_index", "0")
             better = ">" if reduction_type == "argmax" else "<"
             linear = sum((r * math.prod(self.reduction_ranges[k + 1:]) for k, r in enumerate(self.reduction_vars)),
                          sympy.Integer(0))
@@ -229,7 +244,7 @@ class CppKernel(Kernel):
             return f"{acc}_index"
         if reduction_type in ("max", "min"):
             # OpenMP's max/min clauses vectorize but drop NaN; a separate `||` flag keeps it.
-            block.prefix.writeline(f"bool {acc}_nan = false;")
+            self._declare(block, "bool", f"{acc}_nan", "false")
             self.compute.writeline(f"{acc} = std::{reduction_type}<{ctype}>({acc}, {value}); "
                                    f"{acc}_nan = {acc}_nan || ({value} != {value});")
             block.suffix.writeline(f"if ({acc}_nan) {acc} = std::numeric_limits<{ctype}>::quiet_NaN();")
@@ -239,10 +254,14 @@ class CppKernel(Kernel):
         block.omp_reductions.append((OMP_REDUCTION_OP.get(reduction_type), acc))
         return acc
 
+    def _declare(self, block, ctype, acc, init):
+        block.prefix.writeline(f"{ctype} {acc} = {init};")
+        self.accumulators[acc] = (ctype, init)
+
     # ------------------------------------------------------------------ the loop nest
     def _parallel_pragma(self, sizes) -> tuple[str, int]:
-        """`#pragma omp parallel for` over enough leading loops to feed the threads."""
-        total = math.prod(sizes) * max(math.prod(self.reduction_ranges), 1)
+        """`#pragma omp parallel for` over enough leading loops (of `sizes` trips) to feed the threads."""
+        total = math.prod(self.ranges) * max(math.prod(self.reduction_ranges), 1)
         if not sizes or total < self.config.parallel_min_numel:
             return "", 0
         depth, work = 0, 1
@@ -252,6 +271,20 @@ class CppKernel(Kernel):
         collapse = f" collapse({depth})" if depth > 1 else ""
         return f"#pragma omp parallel for{collapse}", depth
 
+    def reduces_columns(self) -> bool:
+        """Loop over the reduction outside the innermost output loop (Inductor's C++ "outer
+        reduction"), in tiles of COLUMN_TILE columns? Yes for one reduction block followed by
+        `outer` blocks only, foldable reductions (not argmax/argmin), and a load that walks
+        memory in order along the innermost output index but strides along the reduction (a
+        column sum). A row load beside it (x.sum(0) fused with x.amax(1)) still reuses each
+        cache line over the next reduction steps. Each output folds its values in order, as
+        before; only the loops around them move."""
+        block, *rest = self.blocks or [None]
+        if not (block and block.kind == "reduction" and self.ranges[-1] > 1 and not block.has_argreduction
+                and all(b.kind == "outer" for b in rest) and all(op for op, _ in block.omp_reductions)):
+            return False
+        return any(x == 1 and r not in (0, 1) for x, r in self.reduction_loads)
+
     def codegen(self) -> str:
         code = IndentedBuffer()
         params = [f"const {DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
@@ -260,22 +293,67 @@ class CppKernel(Kernel):
                    for n, p in self.args.output_buffers.items()]
         code.writeline(f'extern "C" void {self.name}({", ".join(params)}) {{')
         with code.indent():
-            pragma, depth = self._parallel_pragma(self.ranges)
+            columns = self.reduces_columns()
+            loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
+            if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
+                loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
+            pragma, depth = self._parallel_pragma([-(-size // step) for _, size, step in loops])
             only_outer = all(b.kind == "outer" for b in self.blocks)
-            for k, (var, size) in enumerate(zip(self.itervars, self.ranges)):
+            for k, (var, size, step) in enumerate(loops):
                 if k == 0 and pragma:
                     code.writeline(pragma)
                 elif k == len(self.ranges) - 1 and only_outer and k >= depth:
                     code.writeline("#pragma omp simd")
-                code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
+                code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += {step}) {{")
                 code._indent += 1
-            for block in self.blocks:
+            if columns:
+                self._codegen_column_tile(code)
+            for block in [] if columns else self.blocks:
                 self._codegen_block(code, block)
             for _ in self.ranges:
                 code._indent -= 1
                 code.writeline("}")
         code.writeline("}")
         return code.getvalue()
+
+    def _codegen_column_tile(self, code):
+        """One tile of columns: an array of accumulators per reduction, the reduction loops
+        outside and the tile's columns inside (contiguous loads, vectorizable), then the
+        finished values, their stores and the epilogue, column by column:
+
+            float acc0_tile[64]; ...                              <- each thread its own
+            for (int64_t r0 = 0; r0 < 2048; r0 += 1) {
+                #pragma omp simd
+                for (int64_t i0 = i0_tile; i0 < i0_end; i0 += 1) {
+                    auto& acc0 = acc0_tile[i0 - i0_tile];
+                    acc0 = acc0 + in_ptr0[i0 + 2048*r0];
+        """
+        x, block = self.itervars[-1], self.blocks[0]
+        accs = [acc for _, acc in block.omp_reductions]
+        code.writeline(f"const int64_t {x}_end = std::min<int64_t>({x}_tile + {COLUMN_TILE}, {self.ranges[-1]});")
+        code.writelines(f"{self.accumulators[acc][0]} {acc}_tile[{COLUMN_TILE}];" for acc in accs)
+        code.writeline(f"for (int64_t t = 0; t < {COLUMN_TILE}; t += 1) {{ "
+                       + " ".join(f"{acc}_tile[t] = {self.accumulators[acc][1]};" for acc in accs) + " }")
+        tile_loop = f"for (int64_t {x} = {x}_tile; {x} < {x}_end; {x} += 1) {{"
+        bind = [f"auto& {acc} = {acc}_tile[{x} - {x}_tile];" for acc in accs]
+        for var, size in zip(self.reduction_vars, self.reduction_ranges):
+            code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
+            code._indent += 1
+        code.writelines(["#pragma omp simd", tile_loop])
+        with code.indent():
+            code.writelines(bind)
+            code.splice(block.body)
+        code.writeline("}")
+        for _ in self.reduction_ranges:
+            code._indent -= 1
+            code.writeline("}")
+        code.writeline(tile_loop)
+        with code.indent():
+            code.writelines(bind)
+            code.splice(block.suffix)
+            for epilogue in self.blocks[1:]:
+                code.splice(epilogue.body)
+        code.writeline("}")
 
     def _codegen_block(self, code, block):
         if block.kind == "outer":
