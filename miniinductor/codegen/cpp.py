@@ -279,11 +279,11 @@ class CppKernel(Kernel):
         column sum). A row load beside it (x.sum(0) fused with x.amax(1)) still reuses each
         cache line over the next reduction steps. Each output folds its values in order, as
         before; only the loops around them move."""
-        block, *rest = self.blocks or [None]
-        if not (block and block.kind == "reduction" and self.ranges[-1] > 1 and not block.has_argreduction
-                and all(b.kind == "outer" for b in rest) and all(op for op, _ in block.omp_reductions)):
+        if not any(x == 1 and r not in (0, 1) for x, r in self.reduction_loads):
             return False
-        return any(x == 1 and r not in (0, 1) for x, r in self.reduction_loads)
+        block, *rest = self.blocks
+        return (block.kind == "reduction" and not block.has_argreduction and all(b.kind == "outer" for b in rest)
+                and all(op for op, _ in block.omp_reductions))
 
     def codegen(self) -> str:
         code = IndentedBuffer()
