@@ -32,6 +32,7 @@ import math
 import torch
 
 from ..codegen.policy import MIX_ORDER_KINDS, MIX_ORDER_MIN_ROWS
+from ..ir.indexing import canonical_vars
 
 
 @dataclasses.dataclass
@@ -74,6 +75,35 @@ def dependency_problem(a, b) -> str | None:
             if dep.name in written and dep.index != written[dep.name]:
                 return (f"{node.get_name()} reads {dep.name} at {dep.index}, "
                         f"written at {written[dep.name]}")
+    return None
+
+
+def _reduction_read_orders(group) -> dict[str, set[str]]:
+    """For each buffer a group's reductions read: "rows" where the reduction variable walks
+    it contiguously, "columns" where it strides across it."""
+    orders: dict[str, set[str]] = {}
+    for node in group.nodes:
+        if not getattr(node, "is_reduction", False) or not node.inner:
+            continue
+        r_last = canonical_vars(len(node.outer) + len(node.inner))[-1]
+        for dep in node.reads:
+            stride = dep.index.expand().coeff(r_last) if hasattr(dep.index, "expand") else 0
+            if stride.is_number and stride != 0:
+                orders.setdefault(dep.name, set()).add("rows" if stride == 1 else "columns")
+    return orders
+
+
+def read_order_problem(a, b) -> str | None:
+    """Why two reductions should not share a loop nest: they read one buffer in transposed
+    orders (a row reduction and a column reduction of a square input have the same loop
+    sizes), so one of them would stride across memory in the shared loops. Such a pair is a
+    mix-order pair instead (Triton), or two kernels that each walk memory in order."""
+    if not (a.is_reduction and b.is_reduction):
+        return None
+    orders_a, orders_b = _reduction_read_orders(a), _reduction_read_orders(b)
+    for name in sorted(orders_a.keys() & orders_b.keys()):
+        if len(orders_a[name] | orders_b[name]) > 1 and orders_a[name] != orders_b[name]:
+            return f"reduces {name} along its rows in one and its columns in the other"
     return None
 
 

@@ -28,7 +28,7 @@ from ..ir.indexing import canonical_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
-from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, shared_bytes
+from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes
 
 
 def canonical(sizes) -> list[int]:
@@ -241,7 +241,7 @@ class Scheduler:
         shape = fused_shape(a, b)
         if isinstance(shape, str):
             return None, shape
-        problem = dependency_problem(a, b) or dependency_problem(b, a)
+        problem = dependency_problem(a, b) or dependency_problem(b, a) or read_order_problem(a, b)
         if problem:
             return None, problem
         via = self.path_between(a, b)
