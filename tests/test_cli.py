@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from forking import fork_each
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,18 +155,7 @@ def run_forked(out: Path, cases: dict[str, list[str]], workers: int = 3) -> None
             sys.stderr.flush()
             os._exit(code)
 
-    queue, running = list(cases.items()), {}
-    while queue or running:
-        while queue and len(running) < workers:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            name, args = queue.pop(0)
-            pid = os.fork()
-            if pid == 0:
-                child(name, args)
-            running[pid] = name
-        pid, status = os.wait()
-        (out / f"{running.pop(pid)}.exit").write_text(str(os.waitstatus_to_exitcode(status)))
+    fork_each(cases.items(), child, out, workers)
 
 
 @pytest.fixture(scope="module")

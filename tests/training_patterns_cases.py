@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from forking import fork_each
 from torch.utils.checkpoint import checkpoint
 
 import miniinductor
@@ -422,16 +423,7 @@ def run_child(name: str, out_dir: Path):
 
 
 def main(out_dir: Path, names: list[str], workers: int = 2):
-    pending, running = list(names), {}
-    while pending or running:
-        while pending and len(running) < workers:
-            name = pending.pop(0)
-            pid = os.fork()
-            if pid == 0:
-                run_child(name, out_dir)
-            running[pid] = name
-        pid, status = os.wait()
-        (out_dir / f"{running.pop(pid)}.exit").write_text(str(os.waitstatus_to_exitcode(status)))
+    fork_each([(name, out_dir) for name in names], run_child, out_dir, workers)
 
 
 if __name__ == "__main__":
