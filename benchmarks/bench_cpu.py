@@ -45,6 +45,9 @@ sys.path.insert(0, str(REPO))  # benchmark this checkout, installed or not
 
 BACKENDS = ("eager", "miniinductor", "inductor")
 
+#: the hand-written part of docs/benchmarks.md starts here; a run rewrites what is above it only
+NOTES_MARK = "<!-- notes: kept by bench_cpu.py -->"
+
 
 # ----------------------------------------------------------------------------- cases
 
@@ -380,8 +383,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  cold compile {b}: {cold[b]}", flush=True)
 
     text = render(rows, copy_gbs, cold, args, command, info) + bytes_section()
+    old = args.output.read_text() if args.output.exists() else ""
+    notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else NOTES_MARK + "\n"   # hand-written, kept
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text)
+    args.output.write_text(text.rstrip("\n") + "\n\n" + notes)
     print("\n" + text + f"\nwritten to {args.output}")
     return 0
 
