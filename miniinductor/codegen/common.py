@@ -1,14 +1,17 @@
-"""Pieces every code generator shares: IndentedBuffer, CSE, KernelArgs, Kernel, Block,
-GeneratedKernel.
+"""Pieces every code generator shares: IndentedBuffer, CSE and CSEVariable, KernelArgs,
+Kernel, Block, GeneratedKernel.
 
 Mirrors `torch/_inductor/codegen/common.py`. A kernel *is* an ops handler: while a
 buffer's body runs under `V.set_ops_handler(kernel)`, each `ops.add(a, b)` goes through
 the backend's `*Overrides` table to become a string such as `a + b`, and `CSE` names it
-(`auto tmp3 = a + b;`) unless the same expression was already named. What a finished
-kernel hands the later phases is a `GeneratedKernel` record.
+(`auto tmp3 = a + b;`) unless the same expression was already named. The ops get back a
+`CSEVariable`: the name, and what the kernel knows of the value (its dtype; in Triton, the
+block dims it varies along). What a finished kernel hands the later phases is a
+`GeneratedKernel` record.
 
-Simplified: no `OpOverrides` base of default op expressions, no vectorized CSE values,
-and kernel values are plain strings (TritonKernel keeps their dtypes and dims on the side).
+Simplified: no `OpOverrides` base of default op expressions, no vectorized CSE values, no
+value-range bounds on CSE variables, one CSEVariable class for both backends (Inductor
+subclasses it per backend); C++ values carry no dtype (CppOverrides needs none).
 """
 from __future__ import annotations
 
@@ -78,21 +81,42 @@ class IndentedBuffer:
         return bool(self.lines)
 
 
+class CSEVariable:
+    """A value in a kernel: its variable's name (`str()` gives it, so f-strings print the
+    name), the dtype it computes in (None where the backend does not track it: C++), and
+    the block dims ("x", "r") it varies along (Triton: which masks a load needs, and when a
+    pointer must be widened to the mask's shape)."""
+
+    def __init__(self, name: str, dtype: torch.dtype | None = None, dims=()):
+        self.name, self.dtype, self.dims = name, dtype, frozenset(dims)
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"CSEVariable({self.name!r}, {self.dtype}, {''.join(sorted(self.dims))!r})"
+
+
 class CSE:
     """Common-subexpression elimination: one variable per distinct expression string."""
 
     def __init__(self, prefix="tmp", line_template="auto {var} = {expr};"):
         self.prefix, self.template = prefix, line_template
-        self.cache: dict[str, str] = {}
+        self.cache: dict[str, CSEVariable] = {}
+        self.varname_map: dict[str, CSEVariable] = {}   # name → variable (an indirect index's Symbol is named after one)
         self._count = itertools.count()
 
-    def newvar(self) -> str:
-        return f"{self.prefix}{next(self._count)}"
+    def newvar(self, dtype=None, dims=()) -> CSEVariable:
+        var = CSEVariable(f"{self.prefix}{next(self._count)}", dtype, dims)
+        self.varname_map[var.name] = var
+        return var
 
-    def generate(self, buffer: IndentedBuffer, expr: str) -> str:
+    def generate(self, buffer: IndentedBuffer, expr: str, dtype=None, dims=()) -> CSEVariable:
+        """The variable holding `expr`: the one named before, or a new one, declared in `buffer`
+        (a cached variable keeps the dtype and dims it was made with)."""
         if expr in self.cache:
             return self.cache[expr]
-        var = self.newvar()
+        var = self.newvar(dtype, dims)
         buffer.writeline(self.template.format(var=var, expr=expr))
         self.cache[expr] = var
         return var
@@ -206,9 +230,9 @@ class Kernel:
         self.cse = cse or CSE()
         self.blocks: list[Block] = []
         self.block: Block | None = None
-        self.outer_cse: dict[str, str] = {}
-        self.outer_stores: dict[tuple[str, str], str] = {}   # (buffer, index) → variable
-        self.stores_in_scope: dict[tuple[str, str], str] = self.outer_stores
+        self.outer_cse: dict[str, CSEVariable] = {}
+        self.outer_stores: dict[tuple[str, str], CSEVariable] = {}   # (buffer, index) → variable
+        self.stores_in_scope: dict[tuple[str, str], CSEVariable] = self.outer_stores
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -253,7 +277,7 @@ class Kernel:
         self.block.written.add(node.get_name())
 
     # ------------------------------------------------------------------ loads and stores
-    def _stored(self, name: str, index_text: str) -> str | None:
+    def _stored(self, name: str, index_text: str) -> CSEVariable | None:
         """The variable holding `name[index]` if it was stored in scope; None if it must be
         loaded from memory; MissingStore if it never reaches memory."""
         found = self.stores_in_scope.get((name, index_text))

@@ -34,7 +34,7 @@ import torch
 from ..ir.indexing import cexpr, simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
-from .common import IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
+from .common import CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -206,7 +206,7 @@ class CppKernel(Kernel):
 
     def indirect_indexing(self, x, size):
         var = self.cse.generate(self.compute, f"static_cast<int64_t>({x} < 0 ? {x} + {size} : {x})")
-        return sympy.Symbol(var, integer=True, nonnegative=True)
+        return sympy.Symbol(var.name, integer=True, nonnegative=True)
 
     def masked(self, mask, body, other):
         """`mask ? body() : other`, with body's loads inside a lambda so that they only run
@@ -241,7 +241,7 @@ class CppKernel(Kernel):
                          sympy.Integer(0))
             self.compute.writeline(f"if ({acc} == {acc} && ({value} != {value} || {value} {better} {acc})) "
                                    f"{{ {acc} = {value}; {acc}_index = {cexpr(linear)}; }}")
-            return f"{acc}_index"
+            return CSEVariable(f"{acc}_index")
         if reduction_type in ("max", "min"):
             # OpenMP's max/min clauses vectorize but drop NaN; a separate `||` flag keeps it.
             self._declare(block, "bool", f"{acc}_nan", "false")
@@ -249,10 +249,10 @@ class CppKernel(Kernel):
                                    f"{acc}_nan = {acc}_nan || ({value} != {value});")
             block.suffix.writeline(f"if ({acc}_nan) {acc} = std::numeric_limits<{ctype}>::quiet_NaN();")
             block.omp_reductions += [(reduction_type, acc), ("||", f"{acc}_nan")]
-            return acc
+            return CSEVariable(acc)
         self.compute.writeline(REDUCTION_COMBINE[reduction_type].format(acc=acc, value=value))
         block.omp_reductions.append((OMP_REDUCTION_OP.get(reduction_type), acc))
-        return acc
+        return CSEVariable(acc)
 
     def _declare(self, block, ctype, acc, init):
         block.prefix.writeline(f"{ctype} {acc} = {init};")

@@ -38,9 +38,10 @@ ahead, all of a graph's kernels at once: runtime/triton_runtime.py.)
 
 Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`;
 runs of dimensions an index walks contiguously are merged first, so a contiguous access
-prints as `xindex` rather than `8*i0 + i1`. Every CSE variable remembers its dtype (torch's
-`//`, `%`, max and bools differ from Triton's) and the block dims it varies along (which
-masks a load needs, and when a pointer must be widened to the mask's shape).
+prints as `xindex` rather than `8*i0 + i1`. Every value is a `CSEVariable` (common.py)
+that carries its dtype (torch's `//`, `%`, max and bools differ from Triton's) and the
+block dims it varies along (which masks a load needs, and when a pointer must be widened
+to the mask's shape).
 
 A fused group's body is a sequence of blocks, as in CppKernel: `outer` code once per row
 block, and `loop` blocks over the reduction ranges. A reduction is *persistent* (RBLOCK =
@@ -70,7 +71,7 @@ from ..ir.indexing import simplify_with_ranges
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
-from .common import CSE, LOW_PRECISION, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
+from .common import CSE, LOW_PRECISION, CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
 from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
 from .triton_overrides import BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype, reduction_init, texpr, triton_literal
 
@@ -90,9 +91,7 @@ class TritonKernel(Kernel):
         self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
         self.is_reduction = bool(self.reduction_ranges)
         self.persistent = self.is_reduction and self.rnumel <= PERSISTENT_REDUCTION_MAX and not tiled
-        self.var_dtypes: dict[str, torch.dtype] = {}   # CSE variable → dtype it computes in
-        self.var_dims: dict[str, frozenset] = {}       # CSE variable → block dims ("x", "r") it varies along
-        self.mask_stack: list[str] = []   # conditions of the enclosing ops.masked
+        self.mask_stack: list[tuple[str, frozenset]] = []   # conditions of the enclosing ops.masked, with their dims
         self.helpers: set[str] = set()
         self.spans: dict[str, tuple[str, int, int, bool]] = {}  # merged index variable → definition
         self.used_syms: set[sympy.Symbol] = set()
@@ -125,20 +124,17 @@ class TritonKernel(Kernel):
         return self.is_reduction and not self.persistent and self._current().kind == "loop"
 
     # ------------------------------------------------------------------ values
-    def _gen(self, expr: str, dtype, dims, buffer=None) -> str:
+    def _gen(self, expr: str, dtype, dims, buffer=None) -> CSEVariable:
         self._note_helpers(expr)
-        var = self.cse.generate(self.compute if buffer is None else buffer, expr)
-        if var not in self.var_dtypes:
-            self.var_dtypes[var], self.var_dims[var] = dtype, frozenset(dims)
-        return var
+        return self.cse.generate(self.compute if buffer is None else buffer, expr, dtype, dims)
 
     def _note_helpers(self, expr: str):
         self.helpers.update(h for h in HELPERS if re.search(rf"\b{h}\b", expr))
 
     def _info(self, x):
         """(text, dtype, block dims) of an op argument: a CSE variable or a Python scalar."""
-        if isinstance(x, str) and x in self.var_dtypes:
-            return x, self.var_dtypes[x], self.var_dims[x]
+        if isinstance(x, CSEVariable):
+            return str(x), x.dtype, x.dims
         if isinstance(x, bool):
             return triton_literal(x), torch.bool, frozenset()
         if isinstance(x, int):
@@ -199,13 +195,13 @@ class TritonKernel(Kernel):
     def indirect_indexing(self, x, size):
         text, dtype, dims = self._info(x)
         var = self._gen(f"tl.where({text} < 0, {text} + {int(size)}, {text})", dtype, dims)
-        return sympy.Symbol(var, integer=True, nonnegative=True)
+        return sympy.Symbol(var.name, integer=True, nonnegative=True)
 
     def masked(self, mask, body, other):
         """`mask ? body() : other`: loads inside the body get `mask` added to theirs (they
         may point out of bounds where it is false), then one tl.where picks the result."""
         mask_text, _, mask_dims = self._info(mask)
-        self.mask_stack.append(mask_text)
+        self.mask_stack.append((mask_text, mask_dims))
         try:
             with self.masked_scope():
                 result = body()
@@ -225,8 +221,8 @@ class TritonKernel(Kernel):
         for sym in expr.free_symbols:
             if sym in self.var_ranges:
                 dims.add("x" if sym in self.itervars else "r")
-            else:  # an indirect index: a CSE variable
-                dims |= self.var_dims.get(str(sym), frozenset())
+            elif (var := self.cse.varname_map.get(sym.name)) is not None:  # an indirect index
+                dims |= var.dims
         expr = self._merge_dims(expr, self._x_dims, "xindex", "i")
         expr = self._merge_dims(expr, self._r_dims, "rindex", "r")
         self.used_syms |= expr.free_symbols
@@ -310,9 +306,9 @@ class TritonKernel(Kernel):
         dtype = V.graph.get_dtype(name)
         _, dims = self.index(index)
         masks, mask_dims = [self._mask_text(dims)] if dims & {"x", "r"} else [], set(dims)
-        for m in self.mask_stack:
+        for m, m_dims in self.mask_stack:
             masks.append(m)
-            mask_dims |= self.var_dims.get(m, frozenset())
+            mask_dims |= m_dims
         pointer = self._pointer(self.args.input(name), index, frozenset(mask_dims))
         mask = f", {' & '.join(masks)}, other=0" if masks else ""
         cast = ".to(tl.float32)" if dtype in LOW_PRECISION else ""

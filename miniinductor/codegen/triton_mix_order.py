@@ -44,7 +44,7 @@ import torch
 
 from ..runtime.triton_runtime import cdiv, next_power_of_2
 from ..virtualized import V
-from .common import compute_dtype
+from .common import CSEVariable, compute_dtype
 from .policy import MIX_ORDER_KINDS
 from .triton import TritonKernel
 from .triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
@@ -67,7 +67,7 @@ class MixOrderKernel(TritonKernel):
         self.column_prefix: list[str] = []  # accumulators, before the band loop
         self.column_suffix: list[str] = []  # partial-row stores, after it
         self.partials: dict[str, tuple] = {}   # out pointer → (dtype of its partials, combining torch reduction, output dtype)
-        self.pending: dict[str, str] = {}      # accumulator → its reduction type
+        self.pending: dict[CSEVariable, str] = {}   # accumulator → its reduction type
         xblock = self.block_sizes()["XBLOCK"]
         bands = max(1, min(max_bands(), self.xnumel // MIN_BAND_ROWS))
         self.band = cdiv(cdiv(self.xnumel, bands), xblock) * xblock   # rows per program, whole XBLOCKs
@@ -97,7 +97,7 @@ class MixOrderKernel(TritonKernel):
         if vdtype != acc_dtype:
             text = f"{text}.to({TRITON_TYPE[acc_dtype]})"
         init = reduction_init(reduction_type, acc_dtype)
-        acc = self._new_acc()
+        acc = CSEVariable(self._new_acc(), acc_dtype, "r")   # block-shaped [1, RBLOCK]
         self.column_prefix.append(f"{acc} = tl.full([1, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
         masked = self._gen(f"tl.where(xmask & rmask, {text}, {init})", acc_dtype, "xr")
         self.helpers.add(f"_{reduction_type}_combine")
@@ -105,7 +105,6 @@ class MixOrderKernel(TritonKernel):
         combined = COMBINE[reduction_type].format(acc=acc, v=partial)
         self._note_helpers(combined)
         self.compute.writeline(f"{acc} = {combined}")
-        self.var_dtypes[acc], self.var_dims[acc] = acc_dtype, frozenset("r")
         self.pending[acc] = reduction_type
         return acc
 
@@ -116,7 +115,7 @@ class MixOrderKernel(TritonKernel):
         ptr = self.args.output(name)
         text, _ = self.index(index)
         self.column_suffix.append(f"tl.store({ptr} + ({self.rnumel}*{self._program_id()} + {text}), {value}, rmask)")
-        self.partials[ptr] = (self.var_dtypes[value], MIX_ORDER_KINDS[self.pending[value]], V.graph.get_dtype(name))
+        self.partials[ptr] = (value.dtype, MIX_ORDER_KINDS[self.pending[value]], V.graph.get_dtype(name))
 
     def block_sizes(self) -> dict:
         """Steps of STEP_NUMEL elements, 8 warps: on an H100 (16384 x 4096) this ran at 76%
