@@ -43,6 +43,7 @@ from .codegen.common import MissingStore
 from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
+from .codegen.triton_template import kernel_for_template_group
 from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
@@ -115,7 +116,8 @@ def removable_buffers(group, scheduler) -> set[str]:
 KERNELS = {
     "cpp": lambda group, config, removed, inplace: CppKernel(group.kernel_name, group.R, group.Q, config,
                                                              removed, inplace),
-    "triton": lambda group, config, removed, inplace: kernel_for_group(group, config, removed),
+    "triton": lambda group, config, removed, inplace: (kernel_for_template_group(group, config, removed)
+                                                        or kernel_for_group(group, config, removed)),
 }
 
 

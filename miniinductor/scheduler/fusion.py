@@ -13,7 +13,9 @@ Two groups can share it when:
   * every buffer the later group reads from the earlier one is read at exactly the index
     where it was written (so one outer iteration produces what it consumes);
   * no path leads from one to the other through a node outside both (a cycle);
-  * the result stays under `max_fusion_size` nodes.
+  * the result stays under `max_fusion_size` nodes;
+  * a GEMM template (max_autotune) only takes pointwise readers of its output, after it:
+    an epilogue fused into its store (`template_problem`).
 The score is the bytes the fusion saves: each buffer one group writes and the other
 reads, or that both read, is counted once. Ties go to the pair closest in program order.
 
@@ -104,6 +106,27 @@ def read_order_problem(a, b) -> str | None:
     for name in sorted(orders_a.keys() & orders_b.keys()):
         if len(orders_a[name] | orders_b[name]) > 1 and orders_a[name] != orders_b[name]:
             return f"reduces {name} along its rows in one and its columns in the other"
+    return None
+
+
+def template_problem(a, b) -> str | None:
+    """Why a group holding a GEMM template (a TemplateSchedulerNode) and another group
+    cannot share a kernel, or None. A template takes epilogues only: pointwise nodes over its
+    output's ranges that read what it writes (Inductor's `can_fuse_vertical` with a template
+    node; no prologue fusion here)."""
+    with_template = [g for g in (a, b) if any(n.is_template for n in g.nodes)]
+    if not with_template:
+        return None
+    if len(with_template) == 2:
+        return "two GEMM templates cannot share a kernel"
+    template, other = with_template[0], b if with_template[0] is a else a
+    if other is a:
+        return "a GEMM template takes no prologue: only nodes after it join it"
+    if a.is_reduction or b.is_reduction:
+        return "a GEMM template's epilogue is pointwise, not a reduction"
+    written = {d.name for n in template.nodes for d in n.writes}
+    if not any(d.name in written for n in other.nodes for d in n.reads):
+        return "a GEMM template only takes epilogues that read its output"
     return None
 
 
