@@ -118,18 +118,12 @@ class Config:
             values.update(_lookup("preset", preset, PRESETS))
         values.update(_lookup("mode", mode or "default", MODES))
         values.update({k: v for k, v in (flags or {}).items() if v is not None})
-        values.update(options or {})
+        values.update(_resolve_aliases(options))
         return cls.from_options(values)
 
     @classmethod
     def from_options(cls, options: dict | None = None) -> "Config":
-        options = dict(options or {})
-        for alias, name in ALIASES.items():
-            if alias in options:
-                value = options.pop(alias)
-                if name in options and options[name] != value:
-                    raise ValueError(f"{alias}={value!r} and {name}={options[name]!r} are the same option")
-                options[name] = value
+        options = _resolve_aliases(options)
         names = [f.name for f in dataclasses.fields(cls)]
         for key in options:
             if key not in names:
@@ -152,6 +146,18 @@ class Config:
         _check_choice("cpu_backend", config.cpu_backend, ("cpp", "triton"))
         _check_choice("autocast_dtype", config.autocast_dtype, AUTOCAST_DTYPES)
         return config
+
+
+def _resolve_aliases(options: dict | None) -> dict:
+    """`options` with Inductor's spellings (ALIASES) renamed to ours."""
+    options = dict(options or {})
+    for alias, name in ALIASES.items():
+        if alias in options:
+            value = options.pop(alias)
+            if name in options and options[name] != value:
+                raise ValueError(f"{alias}={value!r} and {name}={options[name]!r} are the same option")
+            options[name] = value
+    return options
 
 
 def _check_choice(name, value, valid):
