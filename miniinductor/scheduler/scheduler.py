@@ -29,8 +29,7 @@ from ..ir.indexing import canonical_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction, TemplateBuffer
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
-from .fusion import (FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes,
-                     template_problem)
+from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes, template_problem
 
 
 def canonical(sizes) -> list[int]:
