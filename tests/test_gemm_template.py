@@ -129,6 +129,18 @@ def test_epilogue_fused_into_the_template(dtype):
     assert any(d.fused and "epilogue of the GEMM template" in d.reason for d in graph.scheduler.decisions)
 
 
+def test_epilogue_through_a_reshape():
+    """A Linear on [B, T, C] multiplies [B*T, C] and reads the product as [B, T, N]: the
+    same elements in the same order, so bias + GELU still fuse into the template."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(), torch.nn.Linear(40, 12)).eval()
+    with torch.no_grad():
+        out, expected, graphs = run(model, randn(3, 7, 24))
+    check(out, expected, torch.float32)
+    assert aten_matmuls(graphs) == [] and len(graphs[0].kernels) == 2
+    assert all(name.startswith("triton_tem_") for name in graphs[0].kernels)
+
+
 def test_reduction_is_not_an_epilogue():
     def f(x, w):
         return (x @ w).sum(1)

@@ -28,10 +28,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import time
 
 import torch
 
+from ..ir.indexing import canonical_vars
 from ..ir.nodes import Layout, ReinterpretView
 from ..logs import get_logger
 from ..runtime.triton_runtime import AutotuneCache, benchmark, cdiv, load_module, next_power_of_2
@@ -179,9 +181,10 @@ class TritonTemplateKernel(TritonKernel):
     def __init__(self, group, config=None, removed_buffers=()):
         node = next(n for n in group.nodes if n.is_template)
         self.template = node.node
-        size = self.template.get_size()
-        x = [n for n in size[:-1] if n != 1] or [1]
-        super().__init__(group.kernel_name, x, [size[-1]], config, removed_buffers, tiled=True)
+        # the group's loops, cut where the last sizes make up the N columns of a tile
+        split = next(k for k in range(len(group.R) + 1) if math.prod(group.R[k:]) == self.template.get_size()[-1])
+        super().__init__(group.kernel_name, group.R[:split] or [1], group.R[split:] or [1], config, removed_buffers,
+                         tiled=True)
         (a_name, a), (b_name, b) = map(operand, self.template.inputs)
         self.gemm = Gemm.of(a, b)
         self.a_ptr, self.b_ptr = self.args.input(a_name), self.args.input(b_name)
@@ -206,7 +209,8 @@ class TritonTemplateKernel(TritonKernel):
         outer, inner = self._tile_vars()
         if node.is_template:   # the template's "store": its value is the accumulator
             buf = self.template
-            index = buf.layout.make_indexer()(node.index_for(outer, inner)[0])
+            index = node.write_index([n for n in self.ranges + self.reduction_ranges if n != 1]).subs(
+                dict(zip(canonical_vars(len(outer + inner)), outer + inner)), simultaneous=True)
             low = buf.get_dtype() in (torch.float16, torch.bfloat16)
             value = self._gen(f"acc.to({TRITON_TYPE[buf.get_dtype()]}).to(tl.float32)" if low else "acc",
                               torch.float32, "xr")

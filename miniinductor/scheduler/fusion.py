@@ -52,6 +52,8 @@ class FusionDecision:
 
 def fused_shape(a, b):
     """(R, Q) of the group a+b, or a string saying why the loops do not line up."""
+    if any(n.is_template for n in a.nodes + b.nodes):
+        return template_problem(a, b) or template_shape(a, b)
     if a.is_reduction and b.is_reduction:
         if (a.R, a.Q) == (b.R, b.Q):
             return a.R, a.Q
@@ -66,12 +68,12 @@ def fused_shape(a, b):
     return f"ranges differ: {a.R} vs {b.R}"
 
 
-def dependency_problem(a, b) -> str | None:
-    """Why b cannot read a's buffers inside the same loop nest, or None."""
+def dependency_problem(a, b, R=None) -> str | None:
+    """Why b cannot read a's buffers inside the same loop nest (over R, when given), or None."""
     written = {}
     for node in a.nodes:
         for dep in node.writes:
-            written[dep.name] = dep.index
+            written[dep.name] = node.write_index(R) if node.is_template and R is not None else dep.index
     for node in b.nodes:
         for dep in node.reads:
             if dep.name in written and dep.index != written[dep.name]:
@@ -107,6 +109,22 @@ def read_order_problem(a, b) -> str | None:
         if len(orders_a[name] | orders_b[name]) > 1 and orders_a[name] != orders_b[name]:
             return f"reduces {name} along its rows in one and its columns in the other"
     return None
+
+
+def template_shape(a, b):
+    """(R, []) of a GEMM template's group a and a pointwise group b, or why they do not line
+    up. Besides equal ranges, b may iterate a reshape of the product (a Linear on [B, T, C]
+    reads its [B*T, N] product as [B, T, N]): the same elements in the same order, as long as
+    b's last sizes make up the N columns of a tile and a has no epilogue over other ranges."""
+    if a.R == b.R:
+        return a.R, []
+    template = next((n for n in a.nodes if n.is_template), None)
+    columns = template.ranges[-1] if template is not None else None
+    if (template is None or b.is_reduction or math.prod(a.R) != math.prod(b.R)
+            or not any(math.prod(b.R[k:]) == columns for k in range(len(b.R) + 1))
+            or any(not n.is_template and n.outer + n.inner != b.R for n in a.nodes)):
+        return f"ranges differ: {a.R} vs {b.R}"
+    return b.R, []
 
 
 def template_problem(a, b) -> str | None:

@@ -97,11 +97,16 @@ class TemplateSchedulerNode(SchedulerNode):
         BaseSchedulerNode.__init__(self, node)
         self.ranges, self.reduction_ranges = node.get_size(), []
         self.outer, self.inner = canonical(self.ranges), []
-        var_ranges = dict(zip(canonical_vars(len(self.outer)), self.outer))
-        index = node.layout.make_indexer()(self.index_for(list(var_ranges), [])[0])
         self.reads = [MemoryDep(x.get_name(), sympy.Integer(0)) for x in node.input_nodes()]
-        self.writes = [MemoryDep(node.get_name(), simplify_with_ranges(sympy.expand(index), var_ranges),
-                                 tuple(var_ranges.items()))]
+        self.writes = [MemoryDep(node.get_name(), self.write_index(self.outer),
+                                 tuple(zip(canonical_vars(len(self.outer)), self.outer)))]
+
+    def write_index(self, R) -> sympy.Expr:
+        """Its output's index in loops over R: the flat index, the output being contiguous.
+        R may be any sizes of its numel whose last ones make up its columns (a reshape of
+        the product, e.g. [B*T, C] read as [B, T, C]: fusion.py, `template_shape`)."""
+        strides = [math.prod(R[k + 1:]) for k in range(len(R))]
+        return sum((v * s for v, s in zip(canonical_vars(len(R)), strides)), sympy.Integer(0))
 
 
 class ExternKernelSchedulerNode(BaseSchedulerNode):
@@ -262,7 +267,7 @@ class Scheduler:
         shape = fused_shape(a, b)
         if isinstance(shape, str):
             return None, shape
-        problem = template_problem(a, b) or dependency_problem(a, b) or dependency_problem(b, a) \
+        problem = template_problem(a, b) or dependency_problem(a, b, shape[0]) or dependency_problem(b, a, shape[0]) \
             or read_order_problem(a, b)
         if problem:
             return None, problem
