@@ -19,8 +19,8 @@ So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze
 (torch.compile itself refuses `mode` and `options` together.)
 `Config.build(...)` applies that order and rejects unknown names, listing close matches.
 Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same fields; Inductor
-options whose feature we lack (tma, cutlass, cpp_wrapper, coordinate_descent_tuning) are
-unknown names, not silently ignored ones.
+options whose feature we lack (tma, cutlass, cpp_wrapper) are unknown names, not silently
+ignored ones.
 """
 from __future__ import annotations
 
@@ -69,6 +69,8 @@ class Config:
     "Time a few block sizes per Triton kernel on first launch and keep the fastest (GPU); matmuls choose between ATen and Triton GEMM templates."
     max_autotune_gemm_backends: str = "ATEN,TRITON"
     "With max_autotune and Triton kernels: the matmul choices, 'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN'."
+    coordinate_descent_tuning: bool = False
+    "With max_autotune: from the fastest GEMM template config, double or halve each block size, warps and stages while that is faster (GPU)."
     trace: str | None = dataclasses.field(default_factory=lambda: os.environ.get("MINIINDUCTOR_TRACE") or None)
     "Folder to write a trace of every compiled graph into (default: $MINIINDUCTOR_TRACE)."
     fallback_all: bool = False

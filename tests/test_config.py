@@ -37,6 +37,7 @@ def non_default_options(tmp_path) -> dict:
         "cudagraphs": True,
         "max_autotune": True,
         "max_autotune_gemm_backends": "ATEN",
+        "coordinate_descent_tuning": True,
         "trace": str(tmp_path / "trace"),
         "fallback_all": True,
         "fallback_ops": ("aten.mul.Tensor",),

@@ -30,6 +30,7 @@ pytest.importorskip("triton")
 
 import miniinductor  # noqa: E402
 from miniinductor import config as config_module  # noqa: E402
+from miniinductor.codegen.triton_template import Gemm, coordinate_descent  # noqa: E402
 from miniinductor.compile_fx import collect_compiled  # noqa: E402
 from miniinductor.config import Config, list_options  # noqa: E402
 from miniinductor.runtime import helpers  # noqa: E402
@@ -224,7 +225,7 @@ def test_inductor_option_names_are_aliases():
         Config.from_options({"triton.cudagraphs": True, "cudagraphs": False})
     rows = {line.split()[0] for line in list_options().splitlines()[1:]}
     assert {"triton.cudagraphs", "cudagraphs", "max_autotune_gemm_backends"} <= rows
-    for unimplemented in ("cpp_wrapper", "triton.enable_persistent_tma_matmul", "coordinate_descent_tuning"):
+    for unimplemented in ("cpp_wrapper", "triton.enable_persistent_tma_matmul", "cutlass"):
         with pytest.raises(ValueError, match="unknown miniinductor option"):
             Config.from_options({unimplemented: True})
     assert set(config_module.ALIASES.values()) <= {f for f in Config.field_help()}
@@ -237,3 +238,29 @@ def test_autotune_cache_keeps_the_winner(tmp_path, monkeypatch):
     cache.put({"BLOCK_M": 64})
     assert AutotuneCache("mm(8x8, 8x8) float32 on some GPU").get() == {"BLOCK_M": 64}
     assert AutotuneCache("another problem").get() is None
+
+
+def test_coordinate_descent_walks_to_the_fastest_tile():
+    """The search alone, with made-up timings (a bowl around one tile; one config that
+    cannot run): it walks from the start, one coordinate at a time, to the bottom, and
+    never past the blocks the problem needs."""
+    g = Gemm("mm", 1, 200, 100, 64, (0, 64, 1), (0, 100, 1), 0, 0, torch.float32)
+    target = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3}
+    timed = []
+
+    def time_config(config):
+        timed.append(config)
+        if config["num_warps"] == 16:
+            return float("inf")
+        return 1 + sum(abs(torch.tensor(config[k] / target[k]).log2().item()) for k in target)
+    start = {"BLOCK_M": 32, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 2, "num_stages": 3}
+    assert coordinate_descent(time_config, start, g) == dict(target, GROUP_M=8)
+    assert all(c["BLOCK_N"] <= 128 and c["BLOCK_K"] <= 64 for c in timed)   # N=100, K=64 need no more
+
+
+def test_coordinate_descent_option_on_the_cpu(caplog):
+    with caplog.at_level(logging.INFO, logger="miniinductor.autotune"):
+        out, expected, graphs = run(torch.mm, randn(16, 20), randn(20, 24), cpu_backend="triton",
+                                    max_autotune=True, coordinate_descent_tuning=True)
+    check(out, expected, torch.float32)
+    assert "nor coordinate descent" in caplog.text

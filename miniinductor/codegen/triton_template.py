@@ -265,50 +265,88 @@ def _operand_tensor(layout: Layout) -> torch.Tensor:
     return storage.as_strided(layout.size, layout.stride, layout.offset)
 
 
-def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: torch.device) -> dict | None:
+def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: torch.device,
+                descend: bool = False) -> dict | None:
     """The autotuner: the winning template config, or None for ATen. Choices: ATen (when
     in `backends`) and `gemm_configs(g)` (when TRITON is). On the GPU each is timed on
-    random operands of the real shapes and strides, the table logged (`autotune`), and
-    the winner kept in the on-disk cache under (problem, device, tf32, backends). Under
-    the interpreter nothing is timed: the first template config is taken."""
+    random operands of the real shapes and strides, then (`descend`: the option
+    coordinate_descent_tuning) `coordinate_descent` walks from the fastest template config;
+    the table is logged (`autotune`) and the winner kept in the on-disk cache under
+    (problem, device, tf32, backends, descent). Under the interpreter nothing is timed:
+    the first template config is taken."""
     configs = gemm_configs(g) if "TRITON" in backends else []
     if not configs:
         return None
     if device.type != "cuda":
         log.info("AUTOTUNE %s on the CPU (Triton's interpreter): timings mean nothing there, so nothing is "
-                 "timed; took the first template config (%s)", g, config_text(configs[0]))
+                 "timed%s; took the first template config (%s)", g, " (nor coordinate descent)" * descend,
+                 config_text(configs[0]))
         return configs[0]
     key = json.dumps([str(g), g.a_stride, g.b_stride, g.a_offset, g.b_offset, torch.cuda.get_device_name(device),
-                      allow_tf32, backends, configs])
+                      allow_tf32, backends, configs, descend])
     cache = AutotuneCache(key)
     if cache.get() is not None:
-        winner = cache.get()
-        return None if winner == "ATEN" else winner
+        return None if cache.get() == "ATEN" else cache.get()
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     start = time.perf_counter()
+    timings = {}   # name → (ms, config or "ATEN")
     with unset_fake_temporarily():
         a, b = (_operand_tensor(layout) for layout in layouts)
         out = torch.empty((g.B, g.M, g.N) if g.op == "bmm" else (g.M, g.N), device=device, dtype=g.dtype)
-        timings = []   # (ms, name, config or "ATEN")
+
+        def time_config(config) -> float:
+            name = f"triton_{g.op} {config_text(config)}"
+            if name not in timings:
+                try:
+                    kernel = bare_template_module(g, config, allow_tf32, False).gemm
+                    timings[name] = (benchmark(lambda: kernel[grid(g, config)](a, b, out, **launch_meta(config))),
+                                     config)
+                except Exception as exc:  # noqa: BLE001 -- e.g. out of shared memory: not a choice
+                    logging.getLogger("miniinductor").debug("GEMM config %s failed: %s", config, exc)
+                    timings[name] = (math.inf, config)
+            return timings[name][0]
         if "ATEN" in backends:
             aten = torch.bmm if g.op == "bmm" else torch.mm
-            timings.append((benchmark(lambda: aten(a, b, out=out)), f"aten.{g.op}", "ATEN"))
-        for config in configs:
-            try:
-                kernel = bare_template_module(g, config, allow_tf32, False).gemm
-                launch = lambda: kernel[grid(g, config)](a, b, out, **launch_meta(config))  # noqa: E731
-                timings.append((benchmark(launch), f"triton_{g.op} {config_text(config)}", config))
-            except Exception as exc:  # noqa: BLE001 -- e.g. out of shared memory: not a choice
-                logging.getLogger("miniinductor").debug("GEMM config %s failed: %s", config, exc)
-    if not timings:
+            timings[f"aten.{g.op}"] = (benchmark(lambda: aten(a, b, out=out)), "ATEN")
+        first = min(configs, key=time_config)
+        if descend and time_config(first) < math.inf:
+            coordinate_descent(time_config, first, g)
+    ranked = sorted((ms, name, choice) for name, (ms, choice) in timings.items() if ms < math.inf)
+    if not ranked:
         raise RuntimeError(f"max_autotune: no choice for {g} could run (backends {','.join(backends)})")
-    timings.sort(key=lambda t: t[0])
-    best = timings[0][0]
+    best = ranked[0][0]
     log.info("AUTOTUNE %s\n%s\nAUTOTUNE benchmarking took %.2f s", g,
-             "\n".join(f"  {name:70s} {ms:.4f} ms {100 * best / ms:5.1f}%" for ms, name, _ in timings),
+             "\n".join(f"  {name:70s} {ms:.4f} ms {100 * best / ms:5.1f}%" for ms, name, _ in ranked),
              time.perf_counter() - start)
-    cache.put(timings[0][2])
-    return None if timings[0][2] == "ATEN" else timings[0][2]
+    cache.put(ranked[0][2])
+    return None if ranked[0][2] == "ATEN" else ranked[0][2]
+
+
+#: what coordinate descent varies, and within which bounds
+COORDINATES = {"BLOCK_M": (16, 256), "BLOCK_N": (16, 256), "BLOCK_K": (16, 128), "num_warps": (1, 16),
+               "num_stages": (1, 6)}
+
+
+def coordinate_descent(time_config, config: dict, g: Gemm, threshold: float = 0.01) -> dict:
+    """Inductor's coordinate descent (`runtime/coordinate_descent_tuner.py`), on a template's
+    tile: from `config`, try each coordinate doubled and halved (blocks no larger than the
+    problem needs); move to the first neighbour faster by more than `threshold`, and repeat
+    until no neighbour is. `time_config(config)` → ms (inf where it cannot run)."""
+    caps = {"BLOCK_M": max(16, next_power_of_2(g.M)), "BLOCK_N": max(16, next_power_of_2(g.N)),
+            "BLOCK_K": max(16, next_power_of_2(g.K))}
+    best, best_ms = config, time_config(config)
+    moved = True
+    while moved:
+        moved = False
+        for field, (low, high) in COORDINATES.items():
+            for value in (best[field] * 2, best[field] // 2):
+                if not low <= value <= min(high, caps.get(field, high)):
+                    continue
+                candidate = dict(best, **{field: value})
+                ms = time_config(candidate)
+                if ms < best_ms * (1 - threshold):
+                    best, best_ms, moved = candidate, ms, True
+    return best
 
 
 def kernel_for_template_group(group, config, removed_buffers) -> TritonTemplateKernel | None:

@@ -140,7 +140,7 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
                 "to let ATen compute the matmuls the template cannot.")
         return None, f"max_autotune: {problem}"
     allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-    tile = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device())
+    tile = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device(), config.coordinate_descent_tuning)
     if tile is None:
         return None, "max_autotune picked ATen"
     size = [gemm.B, gemm.M, gemm.N] if gemm.op == "bmm" else [gemm.M, gemm.N]
