@@ -16,7 +16,8 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      fuse                  fusion rounds, by bytes saved (scheduler/)
                      fuse_mix_order        row + column reductions of one input (Triton)
                      order                 the kernels in a topological order
-    generate_kernels                       one C++ or Triton kernel per fused group (codegen/)
+    generate_kernels                       one C++ or Triton kernel per fused group (codegen/; a group
+                                           holding a GEMM template: codegen/triton_template.py)
     memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
     WrapperCodeGen.generate                the Python module with call(args) (codegen/wrapper.py)
     load_wrapper                           build the kernels and import the module (runtime/)

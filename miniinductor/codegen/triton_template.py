@@ -11,12 +11,21 @@ whose block is the tile: XBLOCK = BLOCK_M rows (`xindex = b*M + m`), RBLOCK = BL
 columns (`rindex = n`), as in a tiled pointwise kernel. Storing the template's buffer
 only records `acc` as its value; each fused pointwise node (a bias add, GELU, a residual,
 a cast, a scale) then runs its body under the kernel, and its load of the product finds
-`acc` in registers instead of memory. An unfused template simply stores `acc`.
+`acc` in registers instead of memory. An unfused template simply stores `acc`. The
+epilogue may iterate a reshape of the product (a Linear on [B, T, C] reads its [B*T, N]
+product as [B, T, N]): the kernel's loops are then the epilogue's, cut where their last
+sizes make up N.
+
+The autotuner (`select_gemm`, called by lowering/matmul.py): on the GPU, ATen and each
+template config are timed on random operands of the real shapes and strides, optionally
+followed by a coordinate descent from the fastest config; the table is logged under
+`autotune` and the winner kept on disk (runtime/triton_runtime.py, `AutotuneCache`).
+Under the interpreter nothing is timed: the first template config is taken.
 
 Precision as eager: float32 operands multiply in IEEE float32 unless
 `torch.backends.cuda.matmul.allow_tf32` (read at compile time) asks for TF32; float16 and
 bfloat16 operands accumulate in float32 and round once at the store. Under Triton's
-interpreter a bfloat16 `tl.dot` is wrong (Triton 3.5: NumPy has no bfloat16), so there the
+interpreter a bfloat16 `tl.dot` is wrong (Triton 3.9: NumPy has no bfloat16), so there the
 operands are widened to float32 first: the same products, exactly, in the same accumulator.
 
 Leaves out: TMA and persistent templates, split-K, prologue fusion, dynamic shapes (sizes
