@@ -127,7 +127,7 @@ def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr:
     a_mask = "" if g.K % bk == 0 else ", mask=(k + rk)[None, :] < K, other=0.0"
     b_mask = "" if g.K % bk == 0 else ", mask=(k + rk)[:, None] < K, other=0.0"
     hint = lambda v, n, block: (f"tl.max_contiguous(tl.multiple_of({v} % {n}, {block}), {block})"  # noqa: E731
-                                if n >= block else f"{v} % {n}")
+                                if n % block == 0 else f"{v} % {n}")   # (a wrapped tile is not contiguous)
     if g.dtype == torch.float32:
         dot = f"tl.dot(a, b, input_precision={'tf32' if allow_tf32 else 'ieee'!r})"
     elif g.dtype == torch.bfloat16 and interpret:   # see the module docstring
