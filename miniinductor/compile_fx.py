@@ -16,7 +16,8 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      fuse                  fusion rounds, by bytes saved (scheduler/)
                      fuse_mix_order        row + column reductions of one input (Triton)
                      order                 the kernels in a topological order
-    generate_kernels                       one C++ or Triton kernel per fused group (codegen/)
+    generate_kernels                       one C++ or Triton kernel per fused group (codegen/; a group
+                                           holding a GEMM template: codegen/triton_template.py)
     memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
     WrapperCodeGen.generate                the Python module with call(args) (codegen/wrapper.py)
     load_wrapper                           build the kernels and import the module (runtime/)
@@ -43,6 +44,7 @@ from .codegen.common import MissingStore
 from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
+from .codegen.triton_template import kernel_for_template_group
 from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
@@ -115,7 +117,8 @@ def removable_buffers(group, scheduler) -> set[str]:
 KERNELS = {
     "cpp": lambda group, config, removed, inplace: CppKernel(group.kernel_name, group.R, group.Q, config,
                                                              removed, inplace),
-    "triton": lambda group, config, removed, inplace: kernel_for_group(group, config, removed),
+    "triton": lambda group, config, removed, inplace: (kernel_for_template_group(group, config, removed)
+                                                        or kernel_for_group(group, config, removed)),
 }
 
 

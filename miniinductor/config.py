@@ -18,6 +18,9 @@ So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze
 `miniinductor.compile(fn, mode="reduce-overhead", cudagraphs=False)` records no CUDA graph.
 (torch.compile itself refuses `mode` and `options` together.)
 `Config.build(...)` applies that order and rejects unknown names, listing close matches.
+Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same fields; Inductor
+options whose feature we lack (tma, cutlass, cpp_wrapper) are unknown names, not silently
+ignored ones.
 """
 from __future__ import annotations
 
@@ -48,6 +51,10 @@ PRESETS = {
 
 #: the values `autocast_dtype` takes
 AUTOCAST_DTYPES = ("bfloat16", "float16")
+#: what `max_autotune_gemm_backends` may list (comma-separated)
+GEMM_BACKENDS = ("ATEN", "TRITON")
+#: Inductor's spellings of our options (`torch._inductor.config`), accepted as the same
+ALIASES = {"triton.cudagraphs": "cudagraphs"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +66,11 @@ class Config:
     cudagraphs: bool = False
     "Record each GPU graph's kernel launches in a CUDA graph once and replay it (mode reduce-overhead)."
     max_autotune: bool = False
-    "Time a few block sizes per Triton kernel on first launch and keep the fastest (GPU)."
+    "Time a few block sizes per Triton kernel on first launch and keep the fastest (GPU); matmuls choose between ATen and Triton GEMM templates."
+    max_autotune_gemm_backends: str = "ATEN,TRITON"
+    "With max_autotune and Triton kernels: the matmul choices, 'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN'."
+    coordinate_descent_tuning: bool = False
+    "With max_autotune: from the fastest GEMM template config, double or halve each block size, warps and stages while that is faster (GPU)."
     trace: str | None = dataclasses.field(default_factory=lambda: os.environ.get("MINIINDUCTOR_TRACE") or None)
     "Folder to write a trace of every compiled graph into (default: $MINIINDUCTOR_TRACE)."
     fallback_all: bool = False
@@ -109,27 +120,46 @@ class Config:
             values.update(_lookup("preset", preset, PRESETS))
         values.update(_lookup("mode", mode or "default", MODES))
         values.update({k: v for k, v in (flags or {}).items() if v is not None})
-        values.update(options or {})
+        values.update(_resolve_aliases(options))
         return cls.from_options(values)
 
     @classmethod
     def from_options(cls, options: dict | None = None) -> "Config":
-        options = dict(options or {})
+        options = _resolve_aliases(options)
         names = [f.name for f in dataclasses.fields(cls)]
         for key in options:
             if key not in names:
-                close = difflib.get_close_matches(key, names, n=3)
+                close = difflib.get_close_matches(key, names + list(ALIASES), n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names)}")
+                raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names + list(ALIASES))}")
         if isinstance(options.get("autocast_dtype"), torch.dtype):   # torch.bfloat16 → "bfloat16"
             options["autocast_dtype"] = str(options["autocast_dtype"]).removeprefix("torch.")
         if isinstance(options.get("fallback_ops"), (list, set, str)):   # hashable, like every field
             ops = options["fallback_ops"]
             options["fallback_ops"] = (ops,) if isinstance(ops, str) else tuple(ops)
+        if isinstance(options.get("max_autotune_gemm_backends"), str):   # " aten, triton" → "ATEN,TRITON"
+            options["max_autotune_gemm_backends"] = ",".join(
+                b.strip().upper() for b in options["max_autotune_gemm_backends"].split(","))
         config = cls(**options)
+        bad = [b for b in config.max_autotune_gemm_backends.split(",") if b not in GEMM_BACKENDS]
+        if bad:
+            raise ValueError(f"max_autotune_gemm_backends lists {', '.join(map(repr, bad))}: valid backends are "
+                             f"{', '.join(GEMM_BACKENDS)}, comma-separated (e.g. 'ATEN,TRITON' or 'TRITON')")
         _check_choice("cpu_backend", config.cpu_backend, ("cpp", "triton"))
         _check_choice("autocast_dtype", config.autocast_dtype, AUTOCAST_DTYPES)
         return config
+
+
+def _resolve_aliases(options: dict | None) -> dict:
+    """`options` with Inductor's spellings (ALIASES) renamed to ours."""
+    options = dict(options or {})
+    for alias, name in ALIASES.items():
+        if alias in options:
+            value = options.pop(alias)
+            if name in options and options[name] != value:
+                raise ValueError(f"{alias}={value!r} and {name}={options[name]!r} are the same option")
+            options[name] = value
+    return options
 
 
 def _check_choice(name, value, valid):
@@ -153,4 +183,5 @@ def list_mode_options(mode: str | None = None) -> dict:
 def list_options() -> str:
     """Every option with its default and one-line help, as a printable table."""
     rows = [f"{name:26s} {default!r:12s} {text}" for name, (default, text) in Config.field_help().items()]
+    rows += [f"{alias:26s} {'':12s} Inductor's name for {name}" for alias, name in ALIASES.items()]
     return "\n".join([f"{'option':26s} {'default':12s} help"] + rows)

@@ -36,6 +36,8 @@ def non_default_options(tmp_path) -> dict:
         "cxx": shutil.which("g++") or shutil.which("c++"),
         "cudagraphs": True,
         "max_autotune": True,
+        "max_autotune_gemm_backends": "ATEN",
+        "coordinate_descent_tuning": True,
         "trace": str(tmp_path / "trace"),
         "fallback_all": True,
         "fallback_ops": ("aten.mul.Tensor",),

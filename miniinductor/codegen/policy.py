@@ -12,6 +12,7 @@ phase compares backend strings.
     split_reductions      Triton: long rows or long columns cut in two (`reduction_splits`)
     mix_order_reduction   Triton: a row and a column reduction of one input share a kernel
     writes_in_place       C++: an output may be written over a dying input
+    gemm_templates        Triton: under max_autotune, matmuls may come from GEMM templates
                           (codegen/memory_planning.py, `inplace_buffers`)
     persistent_reduction_max  Triton: the longest row reduced in one block
 
@@ -52,6 +53,7 @@ class BackendPolicy:
     split_reductions: bool
     mix_order_reduction: bool
     writes_in_place: bool           # an output may take a dying input's memory (C++ kernels)
+    gemm_templates: bool = False    # max_autotune may compute matmuls with Triton GEMM templates
     mix_order_min_numel: int = 0
     persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
 
@@ -63,7 +65,7 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
                              mix_order_reduction=False, writes_in_place=True)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction, writes_in_place=False,
-                         mix_order_min_numel=config.mix_order_min_numel)
+                         mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)
 
 
 # --------------------------------------------------------------------------- Triton block sizes

@@ -19,7 +19,7 @@ import torch
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .indexing import FloorDiv, ModularIndexing, evaluate, index_vars
-from .nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
+from .nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView, TemplateBuffer
 
 TORCH_OPS = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "floordiv": torch.floor_divide,
@@ -196,7 +196,7 @@ def _arg(value, memory):
 
 
 def run_extern(buf, memory: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Run an ExternKernel's ATen call (or pick a MultiOutput's item) on tensors in `memory`."""
+    """Run an ExternKernel's ATen call (or a TemplateBuffer's, or pick a MultiOutput's item) on tensors in `memory`."""
     if isinstance(buf, MultiOutput):
         return memory[buf.parent.get_name()][buf.index]
     return buf.op(*_arg(list(buf.args), memory), **{k: _arg(v, memory) for k, v in buf.kwargs.items()})
@@ -210,7 +210,7 @@ def run_graph(graph, inputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         for buf in graph.buffers:
             if isinstance(buf, ComputedBuffer):
                 evaluate_buffer(buf, memory)
-            elif isinstance(buf, (ExternKernel, MultiOutput)):
+            elif isinstance(buf, (ExternKernel, MultiOutput, TemplateBuffer)):
                 memory[buf.get_name()] = run_extern(buf, memory)
     return memory
 

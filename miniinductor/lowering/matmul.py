@@ -17,6 +17,14 @@ becomes one BLAS call that applies the activation (`aten._addmm_activation`), as
 Inductor's `fx_passes/post_grad.py` does, instead of a separate pass over the result. Its
 GELU is the exact (erf) one on the CPU and the tanh approximation on CUDA, so only the
 matching `gelu` is folded in.
+
+The lowerings of `mm`, `bmm` and `addmm` (Inductor's `kernel/mm.py` `tuned_mm`,
+`tuned_bmm`, `tuned_addmm`): an ATen call, except under `max_autotune` with Triton kernels,
+where the autotuner (codegen/triton_template.py, `select_gemm`) chooses among ATen and the
+GEMM template's configurations, those `max_autotune_gemm_backends` allows. A template
+becomes a `TemplateBuffer` whose pointwise readers the scheduler fuses into its store;
+addmm is the template plus `alpha * product + beta * bias`, a pointwise node that fuses
+the same way (the product rounded to float16/bfloat16 first, as unfuse_addmm's add).
 """
 from __future__ import annotations
 
@@ -25,9 +33,12 @@ import operator
 import torch
 
 from ..codegen.policy import BackendPolicy
+from ..codegen.triton_template import Gemm, operand, select_gemm, template_problem
 from ..config import Config
-from ..ir.nodes import SUPPORTED_DTYPES
-from .registry import aten
+from ..ir.nodes import SUPPORTED_DTYPES, Layout, TemplateBuffer, contiguous_strides
+from ..virtualized import V, ops
+from .pointwise import KIND, make_pointwise, promote
+from .registry import aten, register_lowering
 
 #: ops that only re-view their input: look through them to the real readers
 VIEW_LIKE = {operator.getitem, aten._unsafe_view.default, aten.reshape.default}
@@ -105,3 +116,55 @@ def addmm_activation(gm: torch.fx.GraphModule, config: Config) -> int:
     if found:
         gm.recompile()
     return len(found)
+
+
+# ----------------------------------------------------------------------------- the lowerings
+def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
+    """(the TemplateBuffer computing a @ b, "") when max_autotune picks a template, else
+    (None, why ATen computes it). Raises when no allowed choice can compute it."""
+    graph, config = V.graph, V.graph.config
+    if not (config.max_autotune and graph.policy.gemm_templates):
+        return None, "no lowering"
+    backends = tuple(config.max_autotune_gemm_backends.split(","))
+    if "TRITON" not in backends:
+        return None, "max_autotune_gemm_backends='ATEN'"
+    a, b = graph.realize_for_extern(a), graph.realize_for_extern(b)
+    layouts = [operand(x)[1] for x in (a, b)]
+    gemm = Gemm.of(*layouts)
+    problem = template_problem(layouts, [x.get_dtype() for x in (a, b)])
+    if problem is not None:
+        if "ATEN" not in backends:
+            raise RuntimeError(
+                f"max_autotune_gemm_backends={config.max_autotune_gemm_backends!r}: no choice can compute {gemm} "
+                f"(FX node {graph.current_node_name()}): {problem}. Set max_autotune_gemm_backends='ATEN,TRITON' "
+                "to let ATen compute the matmuls the template cannot.")
+        return None, f"max_autotune: {problem}"
+    allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+    tile = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device(), config.coordinate_descent_tuning)
+    if tile is None:
+        return None, "max_autotune picked ATen"
+    size = [gemm.B, gemm.M, gemm.N] if gemm.op == "bmm" else [gemm.M, gemm.N]
+    layout = Layout(layouts[0].device, gemm.dtype, size, contiguous_strides(size))
+    return graph.register_buffer(TemplateBuffer(None, layout, [a, b], {**tile, "allow_tf32": allow_tf32},
+                                                origins=[graph.current_node_name()])), ""
+
+
+@register_lowering(aten.mm, aten.bmm)
+def tuned_mm(a, b):
+    product, reason = gemm_template(a, b)
+    return product if product is not None else V.graph.fallback(V.graph.current_target(), [a, b], {}, reason)
+
+
+@register_lowering(aten.addmm)
+def tuned_addmm(bias, a, b, *, beta=1, alpha=1):
+    product, reason = gemm_template(a, b)
+    if product is None:
+        kwargs = {k: v for k, v in (("beta", beta), ("alpha", alpha)) if v != 1}
+        return V.graph.fallback(V.graph.current_target(), [bias, a, b], kwargs, reason)
+    compute, out = promote((bias, product), KIND.DEFAULT)
+    if beta == 0:   # eager ignores the bias then, NaNs included
+        return make_pointwise(lambda p, s: ops.mul(p, s), (product, alpha), compute, out)
+    if alpha == 1 and beta == 1:
+        return make_pointwise(lambda p, c: ops.add(p, c), (product, bias), compute, out)
+    return make_pointwise(lambda p, c, s, t: ops.add(ops.mul(p, s), ops.mul(c, t)), (product, bias, alpha, beta),
+                          compute, out)

@@ -3,7 +3,8 @@
 Mirrors, in small, `torch/_inductor/runtime/triton_helpers.py` (the @triton.jit helpers
 kernels call, and the `libdevice` import that works across Triton versions),
 `runtime/triton_heuristics.py` (timing block-size candidates, the launcher; the block-size
-rules themselves are the backend policy's, codegen/policy.py)
+rules themselves are the backend policy's, codegen/policy.py), the autotuning cache
+(`AutotuneCache`, for the GEMM templates' winners: codegen/triton_template.py)
 and `codecache.py`'s PyCodeCache (write a module to disk and import it: `@triton.jit`
 reads its function's source with `inspect`, which a string passed to `exec` does not have).
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -25,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from .cpp_builder import write_source
+from .cpp_builder import cache_dir, write_source
 
 
 def interpreting() -> bool:
@@ -48,16 +50,45 @@ def autotune(launch, candidates: list[dict], on_gpu: bool = True) -> dict:
     On the CPU (the interpreter) timings mean nothing: the first candidate is taken."""
     if not on_gpu or len(candidates) == 1:
         return candidates[0]
-    from triton.testing import do_bench
     timings = []
     for config in candidates:
         try:
-            timings.append((do_bench(lambda: launch(config), warmup=5, rep=20), config))
+            timings.append((benchmark(lambda: launch(config)), config))
         except Exception:  # e.g. too many registers for this block: not a candidate
             continue
     if not timings:
         raise RuntimeError(f"max_autotune: no block configuration of {len(candidates)} could launch")
     return min(timings, key=lambda t: t[0])[1]
+
+
+def benchmark(fn) -> float:
+    """Milliseconds per call of `fn` on the GPU (Triton's `do_bench`: warm up, then the median)."""
+    from triton.testing import do_bench
+    return do_bench(fn, warmup=5, rep=20)
+
+
+class AutotuneCache:
+    """One autotuning result kept on disk (`$MINIINDUCTOR_CACHE_DIR/autotune/`), named by
+    the hash of `key` (the problem, the device and the choices), as JSON: a later compile
+    of the same problem skips the timing. Inductor keeps its choices' timings in a cache
+    of the same kind (`codecache.LocalCache`)."""
+
+    def __init__(self, key: str):
+        folder = cache_dir() / "autotune"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
+
+    def get(self):
+        """The stored winner, or None."""
+        try:
+            return json.loads(self.path.read_text())["winner"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def put(self, winner):
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"winner": winner}))
+        os.replace(tmp, self.path)   # atomic: a reader never sees half a file
 
 
 # --------------------------------------------------------------------------- launching

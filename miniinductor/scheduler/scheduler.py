@@ -2,7 +2,8 @@
 
 Mirrors `torch/_inductor/scheduler.py`. Each buffer from lowering becomes a node:
 `SchedulerNode` (a `ComputedBuffer`: we generate its loops) or `ExternKernelSchedulerNode`
-(an ATen call). A node's `MemoryDep` reads and writes come from running its body under a
+(an ATen call), or `TemplateSchedulerNode` (a GEMM template's `TemplateBuffer`, which
+pointwise readers may join as its epilogue). A node's `MemoryDep` reads and writes come from running its body under a
 `RecordingHandler` (ops_handler.py) -- the same closure that codegen later compiles -- with
 *canonical* loop variables `c0, c1, ...` given to its non-1 dimensions, outer ones first,
 so that the indices of two nodes can be compared directly.
@@ -25,10 +26,10 @@ import sympy
 from ..codegen.policy import BackendPolicy
 from ..config import Config
 from ..ir.indexing import canonical_vars, simplify_with_ranges
-from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
+from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction, TemplateBuffer
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
-from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes
+from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes, template_problem
 
 
 def canonical(sizes) -> list[int]:
@@ -44,6 +45,7 @@ def expand_index(sizes, symbols) -> list:
 
 class BaseSchedulerNode:
     is_reduction = False
+    is_template = False
     read_bytes = write_bytes = 0   # filled in by the Scheduler, which knows every buffer's size
 
     def __init__(self, node):
@@ -83,6 +85,28 @@ class SchedulerNode(BaseSchedulerNode):
         if self.is_reduction:
             return expand_index(self.ranges, outer_vars), expand_index(self.reduction_ranges, inner_vars)
         return expand_index(self.ranges, list(outer_vars) + list(inner_vars)), []
+
+
+class TemplateSchedulerNode(SchedulerNode):
+    """A TemplateBuffer (a GEMM template): reads its operands whole, writes its output at
+    the index a pointwise node over the same ranges would, so that pointwise readers can
+    fuse into its store as an epilogue (fusion.py, `template_problem`)."""
+    is_template = True
+
+    def __init__(self, node: TemplateBuffer):
+        BaseSchedulerNode.__init__(self, node)
+        self.ranges, self.reduction_ranges = node.get_size(), []
+        self.outer, self.inner = canonical(self.ranges), []
+        self.reads = [MemoryDep(x.get_name(), sympy.Integer(0)) for x in node.input_nodes()]
+        self.writes = [MemoryDep(node.get_name(), self.write_index(self.outer),
+                                 tuple(zip(canonical_vars(len(self.outer)), self.outer)))]
+
+    def write_index(self, R) -> sympy.Expr:
+        """Its output's index in loops over R: the flat index, the output being contiguous.
+        R may be any sizes of its numel whose last ones make up its columns (a reshape of
+        the product, e.g. [B*T, C] read as [B, T, C]: fusion.py, `template_shape`)."""
+        strides = [math.prod(R[k + 1:]) for k in range(len(R))]
+        return sum((v * s for v, s in zip(canonical_vars(len(R)), strides)), sympy.Integer(0))
 
 
 class ExternKernelSchedulerNode(BaseSchedulerNode):
@@ -149,6 +173,8 @@ class Scheduler:
         for buf in buffers:
             if isinstance(buf, ComputedBuffer):
                 nodes.append(SchedulerNode(buf))
+            elif isinstance(buf, TemplateBuffer):
+                nodes.append(TemplateSchedulerNode(buf))
             elif isinstance(buf, (ExternKernel, MultiOutput)):
                 nodes.append(ExternKernelSchedulerNode(buf))
         return nodes
@@ -241,7 +267,8 @@ class Scheduler:
         shape = fused_shape(a, b)
         if isinstance(shape, str):
             return None, shape
-        problem = dependency_problem(a, b) or dependency_problem(b, a) or read_order_problem(a, b)
+        problem = template_problem(a, b) or dependency_problem(a, b, shape[0]) or dependency_problem(b, a, shape[0]) \
+            or read_order_problem(a, b)
         if problem:
             return None, problem
         via = self.path_between(a, b)
@@ -249,6 +276,8 @@ class Scheduler:
             return None, f"would create a cycle via {via}"
         kind = "vertical" if {d.name for n in a.nodes for d in n.writes} & \
             {d.name for n in b.nodes for d in n.reads} else "horizontal"
+        if any(n.is_template for n in a.nodes + b.nodes):
+            kind = "epilogue of the GEMM template"
         return shape, f"{kind}, loops {shape[0]}" + (f" x {shape[1]}" if shape[1] else "")
 
     def dependency_graph(self) -> nx.DiGraph:

@@ -1,0 +1,141 @@
+"""GEMM templates on the GPU: eager vs miniinductor max-autotune vs Inductor max-autotune.
+
+    python benchmarks/gemm_gpu.py [--mode max-autotune-no-cudagraphs] [--out gemm.json]
+    python benchmarks/gemm_gpu.py --smoke        # CPU, tiny sizes, Triton's interpreter
+
+Workloads: an MLP on a 4096x1024 batch (Linear 1024->4096, GELU, Linear 4096->1024) in
+float32 and bfloat16, and a GPT-2 block forward (B=8, T=512, d=768). For each: GPU ms per
+call (median of `triton.testing.do_bench`) for eager (cuBLAS), ours and Inductor in the
+same `--mode`, and each compiler's first call in seconds (compile and autotuning
+included, cold caches: fresh cache folders per process). Then ours with
+`max_autotune_gemm_backends="TRITON"`: every matmul from a template (the table says how
+many ATen matmuls are left: 0 expected) against eager's cuBLAS.
+
+The autotuner's tables are printed with MINIINDUCTOR_LOGS=autotune. `--smoke` runs the
+same code on the CPU at tiny sizes (cpu_backend="triton" under TRITON_INTERPRET=1,
+wall-clock timing, no Inductor) to check that the script works, not to measure anything.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("MINIINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mi_cache_"))
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ind_cache_"))
+if "--smoke" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import miniinductor  # noqa: E402
+from miniinductor.compile_fx import collect_compiled  # noqa: E402
+from miniinductor.models import GPT2Block  # noqa: E402
+
+ATEN_MATMULS = ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten._addmm_activation.")
+
+
+def mlp(width: int, hidden: int) -> nn.Module:
+    return nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
+
+
+def workloads(smoke: bool) -> dict:
+    """{name: (module, input)}, on the GPU (or tiny, on the CPU, with --smoke)."""
+    torch.manual_seed(0)
+    device = "cpu" if smoke else "cuda"
+    batch, width, hidden = (40, 24, 48) if smoke else (4096, 1024, 4096)
+    found = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        name = f"MLP {batch}x{width} {str(dtype).removeprefix('torch.')}"
+        found[name] = (mlp(width, hidden).to(device, dtype).eval(), torch.randn(batch, width, device=device, dtype=dtype))
+    b, t, d, heads = (1, 8, 16, 2) if smoke else (8, 512, 768, 12)
+    found[f"GPT-2 block fwd B{b} T{t} d{d}"] = (GPT2Block(d, heads).to(device).eval(), torch.randn(b, t, d, device=device))
+    return found
+
+
+def time_ms(fn, x, smoke: bool) -> float:
+    with torch.no_grad():
+        if smoke:
+            start = time.perf_counter()   # one interpreted call: the smoke run only checks that it runs
+            fn(x)
+            return (time.perf_counter() - start) * 1e3
+        from triton.testing import do_bench
+        return do_bench(lambda: fn(x), warmup=25, rep=200)
+
+
+def first_call(make, x, smoke: bool):
+    """(the compiled function, seconds its first call took, the graphs we compiled)."""
+    torch._dynamo.reset()
+    with collect_compiled() as graphs, torch.no_grad():
+        fn = make()
+        if not smoke:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn(x)
+        if not smoke:
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+    return fn, seconds, graphs
+
+
+def run(smoke: bool, mode: str) -> list[dict]:
+    ours_options = {"cpu_backend": "triton"} if smoke else {}
+    rows = []
+    for name, (module, x) in workloads(smoke).items():
+        row = {"workload": name, "eager_ms": time_ms(module, x, smoke)}
+        ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
+                                                    x, smoke)
+        row["ours_ms"] = time_ms(ours, x, smoke)
+        if not smoke:
+            inductor, row["inductor_compile_s"], _ = first_call(lambda: torch.compile(module, mode=mode), x, smoke)
+            row["inductor_ms"] = time_ms(inductor, x, smoke)
+        triton_only, _, graphs = first_call(lambda: miniinductor.compile(
+            module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke)
+        row["triton_only_ms"] = time_ms(triton_only, x, smoke)
+        row["aten_matmuls_left"] = sum(g.wrapper_source.count(op) for g in graphs for op in ATEN_MATMULS)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def markdown(rows: list[dict], device: str, mode: str) -> str:
+    lines = [f"GEMM templates, {device}, mode {mode!r}; ms per call (speed-up over eager); compile: first call, s", "",
+             "| workload | eager | ours | Inductor | ours/Inductor | compile ours | compile Inductor "
+             "| TRITON only | cuBLAS/TRITON | ATen matmuls left |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        eager, ours, ind = r["eager_ms"], r["ours_ms"], r.get("inductor_ms")
+        inductor = f"{ind:.3f} ({eager / ind:.2f}x)" if ind else "-"
+        versus = f"{ind / ours:.2f}x" if ind else "-"
+        lines.append(f"| {r['workload']} | {eager:.3f} | {ours:.3f} ({eager / ours:.2f}x) | {inductor} | {versus} "
+                     f"| {r['ours_compile_s']:.1f} | {r.get('inductor_compile_s', float('nan')):.1f} "
+                     f"| {r['triton_only_ms']:.3f} | {eager / r['triton_only_ms']:.2f}x | {r['aten_matmuls_left']} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="CPU, tiny sizes, Triton's interpreter: does it run?")
+    parser.add_argument("--mode", default="max-autotune-no-cudagraphs",
+                        help="torch.compile mode for both compilers (default: max-autotune-no-cudagraphs)")
+    parser.add_argument("--out", help="also write the rows as JSON here")
+    args = parser.parse_args()
+    if not args.smoke and not torch.cuda.is_available():
+        parser.error("needs a GPU (or --smoke)")
+    torch.backends.cuda.matmul.allow_tf32 = False   # IEEE float32 for eager, Inductor and ours alike
+    rows = run(args.smoke, args.mode)
+    device = "CPU (smoke, interpreted)" if args.smoke else torch.cuda.get_device_name()
+    print(markdown(rows, device, args.mode))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"device": device, "mode": args.mode, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

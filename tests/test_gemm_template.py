@@ -1,0 +1,266 @@
+"""Triton GEMM templates under max_autotune (codegen/triton_template.py), on the CPU
+through Triton's interpreter (cpu_backend="triton", TRITON_INTERPRET=1).
+
+Each case compiles a function with `max_autotune=True`, runs it on fresh random inputs
+with every buffer the wrapper allocates filled with NaN first (an element the template or
+its epilogue forgets to write shows), and compares with eager. Sizes are small (the
+interpreter runs a program at a time) and include ones that are not multiples of the
+blocks (the smallest block is 16), a single row or column, and transposed operands.
+
+Tolerances, against eager's result in the same dtype:
+  * float32: the template and eager sum the K <= 70 products of N(0, 1) values in different
+    orders; each partial sum is rounded to 24 bits, so they differ by a few units in the
+    last place of results of size ~sqrt(K) ~ 8: atol = rtol = 1e-4 leaves room for that
+    and none for a wrong element (an error there is O(1)).
+  * float16 / bfloat16: both accumulate in float32 and round once at the store, so they
+    differ by one rounding of the stored value at most: one unit in the last place, a
+    relative 2**-10 (float16) or 2**-7 (bfloat16), and twice that after an epilogue op that
+    rounds again: rtol = atol = 4e-3 / 3.2e-2.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+import torch
+
+os.environ["TRITON_INTERPRET"] = "1"
+pytest.importorskip("triton")
+
+import miniinductor  # noqa: E402
+from miniinductor import config as config_module  # noqa: E402
+from miniinductor.codegen.triton_template import Gemm, coordinate_descent  # noqa: E402
+from miniinductor.compile_fx import collect_compiled  # noqa: E402
+from miniinductor.config import Config, list_options  # noqa: E402
+from miniinductor.runtime import helpers  # noqa: E402
+from miniinductor.runtime.triton_runtime import AutotuneCache  # noqa: E402
+
+TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3.2e-2}
+TRITON_ONLY = {"cpu_backend": "triton", "max_autotune": True, "max_autotune_gemm_backends": "TRITON"}
+ATEN_MATMULS = ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten._addmm_activation.")
+
+
+@pytest.fixture(autouse=True)
+def poisoned_buffers(monkeypatch):
+    """Every buffer a wrapper allocates starts as NaN."""
+    def empty(size, stride, dtype):
+        out = torch.empty_strided(size, stride, dtype=dtype)
+        return out.fill_(float("nan")) if dtype.is_floating_point else out
+    monkeypatch.setattr(helpers, "empty_strided_cpu", empty)
+
+
+def run(fn, *args, **options):
+    """(compiled result, eager result, the compiled graphs) for fresh inputs `args`."""
+    torch._dynamo.reset()
+    with collect_compiled() as graphs:
+        out = miniinductor.compile(fn, **(options or TRITON_ONLY))(*args)
+    return out, fn(*args), graphs
+
+
+def check(out, expected, dtype):
+    torch.testing.assert_close(out, expected, atol=TOL[dtype], rtol=TOL[dtype])
+
+
+def aten_matmuls(graphs) -> list[str]:
+    return [op for g in graphs for op in ATEN_MATMULS if op in g.wrapper_source]
+
+
+def randn(*size, dtype=torch.float32):
+    return torch.randn(*size).to(dtype)
+
+
+# ------------------------------------------------------------------ results
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,k,n", [(37, 20, 45), (32, 48, 16), (1, 19, 7), (9, 21, 1)])
+def test_mm_matches_eager(m, k, n, dtype):
+    out, expected, graphs = run(torch.mm, randn(m, k, dtype=dtype), randn(k, n, dtype=dtype))
+    check(out, expected, dtype)
+    assert aten_matmuls(graphs) == [] and "triton_tem_fused_mm_0" in graphs[0].kernels
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_transposed_and_offset_operands(dtype):
+    """Strided views go in as they are: a transposed weight (Linear's w.t()), a slice."""
+    def f(x, w):
+        return x[:, 3:] @ w.t()
+    out, expected, graphs = run(f, randn(23, 40, dtype=dtype), randn(18, 37, dtype=dtype))
+    check(out, expected, dtype)
+    assert aten_matmuls(graphs) == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_bmm_matches_eager(dtype):
+    def f(a, b):
+        return torch.bmm(a, b.transpose(1, 2))
+    out, expected, graphs = run(f, randn(3, 17, 24, dtype=dtype), randn(3, 33, 24, dtype=dtype))
+    check(out, expected, dtype)
+    assert aten_matmuls(graphs) == [] and len(graphs[0].kernels) == 1
+
+
+@pytest.mark.parametrize("beta,alpha", [(1, 1), (0.5, 2.0), (0, 1)])
+def test_addmm_returned_directly(beta, alpha):
+    """An addmm nothing else reads stays addmm until lowering: template + a pointwise
+    alpha*product + beta*bias, fused into its store (beta=0 ignores even a NaN bias)."""
+    def f(bias, x, w):
+        return torch.addmm(bias, x, w, beta=beta, alpha=alpha)
+    bias = randn(29)
+    if beta == 0:
+        bias[3] = float("nan")
+    out, expected, graphs = run(f, bias, randn(21, 18), randn(18, 29))
+    check(out, expected, torch.float32)
+    assert aten_matmuls(graphs) == [] and len(graphs[0].kernels) == 1
+
+
+# ------------------------------------------------------------------ epilogues
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_epilogue_fused_into_the_template(dtype):
+    """Linear + bias + GELU + residual + scale + cast: one template kernel, no ATen matmul,
+    the fusion recorded as the template's epilogue."""
+    def f(x, w, b, r):
+        y = torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b)) + r
+        return (y * 0.5).float()
+    args = randn(19, 24, dtype=dtype), randn(40, 24, dtype=dtype), randn(40, dtype=dtype), randn(19, 40, dtype=dtype)
+    out, expected, graphs = run(f, *args)
+    check(out, expected, dtype)
+    (graph,) = graphs
+    assert aten_matmuls(graphs) == [] and len(graph.kernels) == 1
+    (name,) = graph.kernels
+    assert name.startswith("triton_tem_fused_") and "gelu" in name
+    assert any(d.fused and "epilogue of the GEMM template" in d.reason for d in graph.scheduler.decisions)
+
+
+def test_epilogue_through_a_reshape():
+    """A Linear on [B, T, C] multiplies [B*T, C] and reads the product as [B, T, N]: the
+    same elements in the same order, so bias + GELU still fuse into the template."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(), torch.nn.Linear(40, 12)).eval()
+    with torch.no_grad():
+        out, expected, graphs = run(model, randn(3, 7, 24))
+    check(out, expected, torch.float32)
+    assert aten_matmuls(graphs) == [] and len(graphs[0].kernels) == 2
+    assert all(name.startswith("triton_tem_") for name in graphs[0].kernels)
+
+
+def test_reduction_is_not_an_epilogue():
+    def f(x, w):
+        return (x @ w).sum(1)
+    out, expected, graphs = run(f, randn(20, 30), randn(30, 17))
+    check(out, expected, torch.float32)
+    assert len(graphs[0].kernels) == 2
+    assert any(not d.fused and "not a reduction" in d.reason for d in graphs[0].scheduler.decisions)
+
+
+def test_product_read_twice_and_returned():
+    """The product is an output too: stored once, and read from registers by the epilogue."""
+    def f(x, w):
+        y = x @ w
+        return y, torch.relu(y) * 3
+    (y, z), (y_ref, z_ref), graphs = run(f, randn(18, 22), randn(22, 35))
+    check(y, y_ref, torch.float32)
+    check(z, z_ref, torch.float32)
+    assert len(graphs[0].kernels) == 1
+
+
+def test_linear_gelu_gradients_in_training():
+    """A training step of Linear+GELU+Linear: forward and backward matmuls (transposed
+    operands) all from templates; every gradient as eager's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(24, 40), torch.nn.GELU(), torch.nn.Linear(40, 12))
+    x, target = randn(17, 24), randn(17, 12)
+    torch._dynamo.reset()
+    with collect_compiled() as graphs:
+        compiled = miniinductor.compile(model, **TRITON_ONLY)
+        torch.nn.functional.mse_loss(compiled(x), target).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch.nn.functional.mse_loss(model(x), target).backward()
+    for got, expected in zip(grads, [p.grad for p in model.parameters()]):
+        check(got, expected, torch.float32)
+    assert len(graphs) == 2 and aten_matmuls(graphs) == []
+
+
+# ------------------------------------------------------------------ choices and options
+def test_backends_aten_and_default_keep_the_aten_call():
+    x, w = randn(16, 20), randn(20, 24)
+    for options in ({"cpu_backend": "triton", "max_autotune": True, "max_autotune_gemm_backends": "ATEN"},
+                    {"cpu_backend": "triton"}, {"max_autotune": True}):
+        out, expected, graphs = run(torch.mm, x, w, **options)
+        check(out, expected, torch.float32)
+        assert aten_matmuls(graphs) == ["aten.mm."], options
+
+
+def test_default_backends_on_the_cpu_take_the_first_template_untimed(caplog):
+    """ATEN,TRITON under the interpreter: nothing is timed, the first config is taken, and
+    the autotune log says so."""
+    with caplog.at_level(logging.INFO, logger="miniinductor.autotune"):
+        out, expected, graphs = run(torch.mm, randn(16, 20), randn(20, 24), cpu_backend="triton", max_autotune=True)
+    check(out, expected, torch.float32)
+    assert aten_matmuls(graphs) == []
+    assert "AUTOTUNE mm(16x20, 20x24) float32" in caplog.text and "nothing is timed" in caplog.text
+
+
+def test_no_choice_error_names_the_shape_why_and_what_to_set():
+    with pytest.raises(Exception, match=r"no choice can compute mm\(5x7, 7x3\) float64.*float32, float16 or "
+                                        r"bfloat16.*max_autotune_gemm_backends='ATEN,TRITON'"):
+        run(torch.mm, torch.randn(5, 7, dtype=torch.float64), torch.randn(7, 3, dtype=torch.float64))
+    # with ATen allowed, ATen computes it
+    out, expected, graphs = run(torch.mm, torch.randn(5, 7, dtype=torch.float64), torch.randn(7, 3, dtype=torch.float64),
+                                cpu_backend="triton", max_autotune=True)
+    torch.testing.assert_close(out, expected)
+    assert aten_matmuls(graphs) == ["aten.mm."]
+
+
+def test_gemm_backends_option():
+    assert Config.from_options({"max_autotune_gemm_backends": " triton, aten"}).max_autotune_gemm_backends == "TRITON,ATEN"
+    for bad in ("CUTLASS", "TRITON,", "ATEN;TRITON"):
+        with pytest.raises(ValueError, match="valid backends are ATEN, TRITON"):
+            Config.from_options({"max_autotune_gemm_backends": bad})
+
+
+def test_inductor_option_names_are_aliases():
+    assert Config.from_options({"triton.cudagraphs": True}).cudagraphs is True
+    assert Config.build("max-autotune", {"triton.cudagraphs": False}).cudagraphs is False
+    with pytest.raises(ValueError, match="same option"):
+        Config.from_options({"triton.cudagraphs": True, "cudagraphs": False})
+    rows = {line.split()[0] for line in list_options().splitlines()[1:]}
+    assert {"triton.cudagraphs", "cudagraphs", "max_autotune_gemm_backends"} <= rows
+    for unimplemented in ("cpp_wrapper", "triton.enable_persistent_tma_matmul", "cutlass"):
+        with pytest.raises(ValueError, match="unknown miniinductor option"):
+            Config.from_options({unimplemented: True})
+    assert set(config_module.ALIASES.values()) <= {f for f in Config.field_help()}
+
+
+def test_autotune_cache_keeps_the_winner(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIINDUCTOR_CACHE_DIR", str(tmp_path))
+    cache = AutotuneCache("mm(8x8, 8x8) float32 on some GPU")
+    assert cache.get() is None
+    cache.put({"BLOCK_M": 64})
+    assert AutotuneCache("mm(8x8, 8x8) float32 on some GPU").get() == {"BLOCK_M": 64}
+    assert AutotuneCache("another problem").get() is None
+
+
+def test_coordinate_descent_walks_to_the_fastest_tile():
+    """The search alone, with made-up timings (a bowl around one tile; one config that
+    cannot run): it walks from the start, one coordinate at a time, to the bottom, and
+    never past the blocks the problem needs."""
+    g = Gemm("mm", 1, 200, 100, 64, (0, 64, 1), (0, 100, 1), 0, 0, torch.float32)
+    target = {"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 8, "num_stages": 3}
+    timed = []
+
+    def time_config(config):
+        timed.append(config)
+        if config["num_warps"] == 16:
+            return float("inf")
+        return 1 + sum(abs(torch.tensor(config[k] / target[k]).log2().item()) for k in target)
+    start = {"BLOCK_M": 32, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 2, "num_stages": 3}
+    assert coordinate_descent(time_config, start, g) == dict(target, GROUP_M=8)
+    assert all(c["BLOCK_N"] <= 128 and c["BLOCK_K"] <= 64 for c in timed)   # N=100, K=64 need no more
+
+
+def test_coordinate_descent_option_on_the_cpu(caplog):
+    with caplog.at_level(logging.INFO, logger="miniinductor.autotune"):
+        out, expected, graphs = run(torch.mm, randn(16, 20), randn(20, 24), cpu_backend="triton",
+                                    max_autotune=True, coordinate_descent_tuning=True)
+    check(out, expected, torch.float32)
+    assert "nor coordinate descent" in caplog.text
