@@ -44,7 +44,13 @@ class GeneratedKernel:
     removed: set[str]          # buffers kept in registers, never in memory
     inplace: dict[str, str]    # output buffer → dying input whose memory it is written over
     origins: list[str]         # FX nodes its buffers were lowered from (inlined producers too)
+    graph: str = "graph"       # the name of the graph it belongs to (forward, backward, ...)
+    buffers: list[str] = dataclasses.field(default_factory=list)   # the buffers it computes
     bytes_moved: int = 0       # bytes its arguments take: filled by compile_fx once sizes are planned
+
+    def __str__(self):
+        return (f"{self.graph}.{self.name}: computes {', '.join(self.buffers)} from "
+                f"{', '.join(self.origins)}; moves {self.bytes_moved} bytes")
 
 
 class IndentedBuffer:
@@ -382,4 +388,4 @@ class Kernel:
         suffix = str(index) if graph in ("forward", "inference", "graph") else f"{graph}{index}"
         self.name = f"{self.name_prefix()}_{fused_name(origins)}_{suffix}"
         return GeneratedKernel(self.name, self.language, self.codegen(), self.args.call_names(), set(self.removed),
-                               dict(self.args.inplace), origins)
+                               dict(self.args.inplace), origins, graph, group.get_names())
