@@ -20,7 +20,7 @@ import sympy
 import torch
 
 from ..ir.indexing import index_vars, simplify_with_ranges
-from ..ops_handler import ALL_OPS
+from ..ops_handler import RecordingHandler
 from ..virtualized import V
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -180,26 +180,21 @@ class Block:
         self.has_argreduction = False                             # (C++) no clause can fold it
 
 
-class ScopeAnalysis:
-    """Reads bodies as a Kernel generates them, keeping only which (buffer, store key) pairs
-    are in scope; values are placeholders. A load with no store in scope adds its buffer to
+class ScopeAnalysis(RecordingHandler):
+    """Reads bodies as a Kernel generates them, keeping which (buffer, store key) pairs are
+    in scope; values are placeholders. A load with no store in scope adds its buffer to
     `missing`. The scoping is Kernel's: a scoped block starts from the stores that outlive
     blocks (reductions'), an unscoped one shares them; an ops.masked body's stores die with it."""
 
     def __init__(self, kernel: "Kernel"):
+        super().__init__()
         self.kernel = kernel
         self.outer: set[tuple] = set()
         self.in_scope = self.outer
         self.missing: set[str] = set()
-        self._indirect = itertools.count()
 
     def open_block(self, scoped: bool):
         self.in_scope = set(self.outer) if scoped else self.outer
-
-    def __getattr__(self, name):
-        if name not in ALL_OPS:
-            raise AttributeError(name)
-        return lambda *args: "tmp"
 
     def load(self, name, index):
         if (name, self.kernel.store_key(index)) not in self.in_scope:
@@ -212,9 +207,6 @@ class ScopeAnalysis:
     def store_reduction(self, name, index, value):
         self.outer.add((name, self.kernel.store_key(index)))
         self.store(name, index, value)
-
-    def indirect_indexing(self, x, size):   # never a store's index
-        return sympy.Symbol(f"indirect{next(self._indirect)}", integer=True, nonnegative=True)
 
     def masked(self, mask, body, other):
         saved = set(self.in_scope)

@@ -14,7 +14,8 @@ one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
 Realization (when a value stops being inlined and becomes a buffer) is one named step,
 `realize_where_demanded`, which compile_fx's pass list names: it runs on each node's value
 as soon as it is lowered, because the users' demands are known then and a consumer lowered
-later must see the buffer (an inlined value is copied into each consumer's closure).
+later must see the buffer (a consumer's loader, taken while it is lowered, holds the
+value's body or a load of its buffer), and buffers are numbered as they are made.
 """
 from __future__ import annotations
 
