@@ -25,6 +25,14 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import torch
+
+import miniinductor
+from miniinductor import demo, exercises, tour
+from miniinductor.debug.compare import compare, max_abs_error
+from miniinductor.debug.explain import decision_lines, kernel_lines
+from miniinductor.models import MLP, GPT2Block
+
 from .logs import plural
 
 
@@ -49,31 +57,26 @@ def _one_shape(name, shapes, default):
 
 
 def _gpt2_block(shapes, randn):
-    from miniinductor.models import GPT2Block
     B, T, C = _need_rank("gpt2_block", _one_shape("gpt2_block", shapes, (2, 16, 64)), 3)
     heads = 4 if C % 4 == 0 else 1
     return GPT2Block(C, heads, max_seq=T).eval(), [randn(B, T, C)]
 
 
 def _mlp(shapes, randn):
-    from miniinductor.models import MLP
     shape = _one_shape("mlp", shapes, (8, 64))
     return MLP([shape[-1], 128, 10]).eval(), [randn(*shape)]
 
 
 def _layer_norm(shapes, randn):
-    import torch
     shape = _one_shape("layer_norm", shapes, (32, 64))
     return torch.nn.LayerNorm(shape[-1]), [randn(*shape)]
 
 
 def softmax(x):
-    import torch
     return torch.softmax(x, dim=-1)
 
 
 def pointwise(x):
-    import torch
     return torch.tanh(x) * torch.sigmoid(x) + 1.0
 
 
@@ -150,7 +153,6 @@ def load_user_function(target: str):
         raise CLIError(f"{path} has no function {name!r}{hint}")
     fn = getattr(module, name)
     if isinstance(fn, type):
-        import torch
         if not issubclass(fn, torch.nn.Module):
             raise CLIError(f"{path}:{name} is a class but not a torch.nn.Module")
         try:
@@ -170,7 +172,6 @@ def _one_line(exc: BaseException) -> str:
 
 def resolve_target(args):
     """(name, fn, example inputs) for a built-in model name or a user file."""
-    import torch
     try:
         dtype = getattr(torch, args.dtype)
         torch.empty(0, dtype=dtype)
@@ -218,17 +219,11 @@ def resolve_target(args):
 def print_summary(name, inputs, result, error: float) -> None:
     shapes = ", ".join(str(list(x.shape)) for x in inputs if hasattr(x, "shape"))
     print(f"miniinductor explain {name}: {plural(len(result.graphs), 'graph')}, inputs {shapes}")
-    from miniinductor.debug.explain import decision_lines, kernel_lines
     print("\n".join(kernel_lines(result) + decision_lines(result.decisions)))
     print(f"max abs error vs eager: {error:.3e}")
 
 
 def explain_command(args) -> int:
-    import torch
-
-    import miniinductor
-    from miniinductor.debug.compare import compare, max_abs_error
-
     name, fn, inputs = resolve_target(args)
     for out in ([] if args.no_trace else [Path(args.trace)]) + [Path(args.report).parent]:
         try:   # fail before compiling, not after
@@ -306,8 +301,6 @@ a file of your own:
 
 # --------------------------------------------------------------------------- accuracy
 def accuracy_command(args) -> int:
-    import miniinductor
-
     name, fn, inputs = resolve_target(args)
     options = dict(args.option or [])
     levels = [lv for lv in args.levels.split(",") if lv] if args.levels != "none" else []
@@ -345,14 +338,12 @@ def build_parser() -> argparse.ArgumentParser:
                     description="miniinductor: an educational reimplementation of TorchInductor.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    from miniinductor import demo
     demo_parser = sub.add_parser(
         "demo", help="compile a GPT-2 block and compare with eager and Inductor",
         description=demo.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_arguments(demo_parser)
     demo_parser.set_defaults(handler=demo.main)
 
-    from miniinductor import tour
     tour_parser = sub.add_parser(
         "tour", help="one small model through every phase, each artifact explained",
         description=tour.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -378,7 +369,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_accuracy_arguments(accuracy_parser)
     accuracy_parser.set_defaults(handler=accuracy_command)
 
-    from miniinductor import exercises
     exercise_parser = sub.add_parser("exercise", help="graded exercises: list | run N [--solution] | check-all",
                                      description=exercises.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     exercises.add_arguments(exercise_parser)

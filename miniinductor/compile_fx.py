@@ -8,8 +8,9 @@ callable). `compile_graph` is the table of contents, every pass in order:
     lower            policy_for            the backend policy, once per graph (codegen/policy.py)
                      unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
                      addmm_activation      relu/gelu(addmm) → one _addmm_activation call (matmul.py)
-                     GraphLowering.run     ATen ops → loop IR; values are realized into buffers
-                                           as their uses demand (lowering/graph.py)
+                     GraphLowering.run     ATen ops → loop IR (lowering/graph.py), node by node,
+                       realize_where_demanded  each node's value, once lowered: a buffer or inlined
+                                           (outputs, reductions, expensive values read twice)
                      split_reductions      long rows/columns cut in two (Triton; lowering/reductions.py)
     schedule         Scheduler(...)        one node per buffer, with its MemoryDeps
                      dead_code_elimination
@@ -17,7 +18,9 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      fuse_mix_order        row + column reductions of one input (Triton)
                      order                 the kernels in a topological order
     generate_kernels                       one C++ or Triton kernel per fused group (codegen/; a group
-                                           holding a GEMM template: codegen/triton_template.py)
+                                           holding a GEMM template: codegen/triton_template.py):
+                     removable_buffers     which buffers stay in registers, from the kernel's
+                                           block plan, before its code is generated
     memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
     WrapperCodeGen.generate                the Python module with call(args) (codegen/wrapper.py)
     load_wrapper                           build the kernels and import the module (runtime/)
@@ -40,7 +43,6 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from . import metrics
 from .capture import capture
 from .capture.specialize import has_symbolic_inputs
-from .codegen.common import MissingStore
 from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
@@ -87,7 +89,7 @@ def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph"
     policy = policy_for(graph_device(gm, example_inputs), config)
     unfuse_addmm(gm, policy, config)
     addmm_activation(gm, config)
-    graph = GraphLowering(gm, example_inputs, config, name, policy).run()
+    graph = GraphLowering(gm, example_inputs, config, name, policy).run()   # + realize_where_demanded per node
     with V.set_graph_handler(graph):
         split_reductions(graph)
     return graph
@@ -105,37 +107,32 @@ def schedule(graph: GraphLowering, config: Config) -> Scheduler:
     return scheduler
 
 
-def removable_buffers(group, scheduler) -> set[str]:
-    """Buffers that only this group reads and the graph does not return: they can live in
-    registers. (Codegen may still keep one in memory if a read falls out of its scope.)"""
-    names = set(group.get_names())
-    return {n for n in names if n not in scheduler.output_names
-            and all(g is group for g in scheduler.readers(n))}
+def removable_buffers(group, scheduler, kernel) -> set[str]:
+    """Buffers that can live in registers: only this group reads them, the graph does not
+    return them, and the kernel reads each only where its stored value is in scope
+    (`Kernel.reads_out_of_scope`, decided from the kernel's block plan before generating)."""
+    names = {n for n in group.get_names() if n not in scheduler.output_names
+             and all(g is group for g in scheduler.readers(n))}
+    return names - kernel.reads_out_of_scope(group.nodes)
 
 
 #: the kernel class of each backend, made for one fused group
 KERNELS = {
-    "cpp": lambda group, config, removed, inplace: CppKernel(group.kernel_name, group.R, group.Q, config,
-                                                             removed, inplace),
-    "triton": lambda group, config, removed, inplace: (kernel_for_template_group(group, config, removed)
-                                                        or kernel_for_group(group, config, removed)),
+    "cpp": lambda group, config: CppKernel(group.kernel_name, group.R, group.Q, config),
+    "triton": lambda group, config: kernel_for_template_group(group, config) or kernel_for_group(group, config),
 }
 
 
 def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
     """The kernel of one fused group, its code generated. (`graph`: decide in-place writes
     where the backend writes in place.)"""
-    removed = removable_buffers(group, scheduler)
-    writes_in_place = graph is not None and graph.policy.writes_in_place
-    while True:
-        inplace = inplace_buffers(group, scheduler, graph, removed) if writes_in_place else {}
-        kernel = KERNELS[backend](group, config, removed, inplace)
-        try:
-            for node in group.nodes:
-                kernel.codegen_node(node)
-            return kernel
-        except MissingStore as exc:
-            removed.discard(exc.args[0])
+    kernel = KERNELS[backend](group, config)
+    kernel.removed = removable_buffers(group, scheduler, kernel)
+    if graph is not None and graph.policy.writes_in_place:
+        kernel.args.inplace = inplace_buffers(group, scheduler, graph, kernel.removed)
+    for node in group.nodes:
+        kernel.codegen_node(node)
+    return kernel
 
 
 def generate_kernels(graph: GraphLowering, scheduler: Scheduler, config: Config) -> dict:

@@ -26,6 +26,8 @@ from pathlib import Path
 import torch
 
 from miniinductor.debug.compare import BACKENDS, Comparison, Row, compare, max_abs_error
+from miniinductor.debug.explain import decision_lines, kernel_lines
+from miniinductor.models import GPT2Block, make_demo_inputs
 
 
 @dataclass
@@ -41,7 +43,6 @@ class DemoReport:
 
     def fusion_lines(self) -> list[str]:
         """Each kernel with the ATen ops it came from, then the fusion decisions."""
-        from miniinductor.debug.explain import decision_lines, kernel_lines
         result = self.comparison.explain
         return kernel_lines(result) + decision_lines(result.decisions)
 
@@ -79,8 +80,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> DemoReport:
-    from miniinductor.models import GPT2Block, make_demo_inputs
-
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
     model = GPT2Block(args.d_model, args.n_head, max_seq=max(args.seq, 1)).to(device).eval()

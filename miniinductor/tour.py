@@ -25,6 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from miniinductor.debug.compare import compare
+from miniinductor.debug.explain import decision_lines
+
 
 class TourBlock(nn.Module):
     """A pre-norm MLP block, the second half of a transformer layer."""
@@ -123,8 +126,6 @@ def _clip(text: str, limit: int, where: Path | None) -> str:
 
 def artifacts(result, comparison, folder: Path) -> dict[str, str]:
     """Section title → the artifact's text, read from the trace folder where it has a file."""
-    from miniinductor.debug.explain import decision_lines
-
     read = {name: (folder / name).read_text() for _, name, _ in SECTIONS if name and name != "kernels.cpp"}
     kernels = "\n\n".join(f"// {k.name}: computes {', '.join(k.buffers)} from {', '.join(k.origins)}\n"
                           f"{k.source.strip()}" for k in result.kernels)
@@ -140,8 +141,6 @@ def artifacts(result, comparison, folder: Path) -> dict[str, str]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from miniinductor.debug.compare import compare
-
     torch.manual_seed(args.seed)
     model = TourBlock(args.width, 2 * args.width).eval()
     x = torch.randn(args.rows, args.width)

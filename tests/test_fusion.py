@@ -16,8 +16,10 @@ import torch.nn.functional as F
 from conftest import check_training_step, requires_miniinductor
 
 import miniinductor
+from miniinductor.codegen.cpp import CppKernel
 from miniinductor.models import GPT2Block
 from miniinductor.scheduler import ExternKernelSchedulerNode, FusedGroup, SchedulerNode
+from miniinductor.virtualized import V
 
 pytestmark = requires_miniinductor
 
@@ -98,6 +100,20 @@ def test_softmax_is_one_kernel():
     assert kernel_count(result) == 1, str(result)
     assert all(d.fused for d in result.decisions)
     assert any("vertical" in d.reason for d in result.decisions)
+
+
+def test_registers_are_decided_before_codegen():
+    """Which buffers stay in registers is decided from the kernel's block plan before any
+    code is generated: softmax's exp(x - max) is stored in a loop of its own and read again
+    by the sum's loop, where it is out of scope, so it stays in memory (the output is then
+    written over it); the max and the sum, in scope wherever they are read, stay in registers."""
+    result = explain_checked(softmax, torch.randn(8, 32))
+    (cg,) = result.graphs
+    (kernel,), (group,) = result.kernels, cg.fused_groups()
+    assert kernel.removed == {"buf0", "buf2"} and kernel.inplace == {"buf3": "buf1"}, kernel
+    with V.set_graph_handler(cg.graph):
+        plan = CppKernel(group.kernel_name, group.R, group.Q, cg.graph.config)
+        assert plan.reads_out_of_scope(group.nodes) == {"buf1"}
 
 
 def test_rmsnorm_with_residual_is_one_kernel():

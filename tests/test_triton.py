@@ -33,10 +33,9 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
-from miniinductor.codegen.common import MissingStore  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.codegen.triton_tiling import kernel_for_group  # noqa: E402
-from miniinductor.compile_fx import lower, schedule  # noqa: E402
+from miniinductor.compile_fx import lower, removable_buffers, schedule  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.ir.nodes import ExternKernel  # noqa: E402
@@ -55,24 +54,14 @@ def _as_tuple(fn):
     return wrapped
 
 
-def removable(group, scheduler) -> set[str]:
-    """Buffers only this group reads and the graph does not return (as compile_fx does)."""
-    return {n for n in group.get_names() if n not in scheduler.output_names
-            and all(g is group for g in scheduler.readers(n))}
-
-
 def make_kernel(group, scheduler, config, setup=None) -> TritonKernel:
-    removed = removable(group, scheduler)
-    while True:
-        kernel = kernel_for_group(group, config, removed)
-        if setup is not None:
-            setup(kernel)
-        try:
-            for node in group.nodes:
-                kernel.codegen_node(node)
-            return kernel
-        except MissingStore as exc:  # read outside the scope where it is in registers
-            removed.discard(exc.args[0])
+    kernel = kernel_for_group(group, config)
+    kernel.removed = removable_buffers(group, scheduler, kernel)   # as compile_fx decides them
+    if setup is not None:
+        setup(kernel)
+    for node in group.nodes:
+        kernel.codegen_node(node)
+    return kernel
 
 
 class Compiled:

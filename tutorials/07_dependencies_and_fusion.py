@@ -288,7 +288,7 @@ assert any(not d.fused and "cycle via" in d.reason for d in gpt.decisions)
 # ## 6. What fusion saves: bytes
 #
 # Each kernel reads its inputs from memory and writes its outputs back; whatever stays
-# inside a kernel lives in registers. `KernelInfo.bytes_moved` adds up the bytes of every
+# inside a kernel lives in registers. `GeneratedKernel.bytes_moved` adds up the bytes of every
 # buffer a kernel takes as an argument, and `miniinductor.metrics.estimated_bytes_moved`
 # adds it up over a compile.
 #

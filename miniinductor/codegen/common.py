@@ -1,5 +1,5 @@
 """Pieces every code generator shares: IndentedBuffer, CSE and CSEVariable, KernelArgs,
-Kernel, Block, GeneratedKernel.
+Kernel, Block, ScopeAnalysis (which buffers a kernel may keep in registers), GeneratedKernel.
 
 Mirrors `torch/_inductor/codegen/common.py`. A kernel *is* an ops handler: while a
 buffer's body runs under `V.set_ops_handler(kernel)`, each `ops.add(a, b)` goes through
@@ -23,6 +23,7 @@ import sympy
 import torch
 
 from ..ir.indexing import index_vars, simplify_with_ranges
+from ..ops_handler import RecordingHandler
 from ..virtualized import V
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -46,7 +47,13 @@ class GeneratedKernel:
     removed: set[str]          # buffers kept in registers, never in memory
     inplace: dict[str, str]    # output buffer → dying input whose memory it is written over
     origins: list[str]         # FX nodes its buffers were lowered from (inlined producers too)
+    graph: str = "graph"       # the name of the graph it belongs to (forward, backward, ...)
+    buffers: list[str] = dataclasses.field(default_factory=list)   # the buffers it computes
     bytes_moved: int = 0       # bytes its arguments take: filled by compile_fx once sizes are planned
+
+    def __str__(self):
+        return (f"{self.graph}.{self.name}: computes {', '.join(self.buffers)} from "
+                f"{', '.join(self.origins)}; moves {self.bytes_moved} bytes")
 
 
 class IndentedBuffer:
@@ -176,8 +183,10 @@ def canonical_len(sizes) -> int:
     return len([n for n in sizes if n != 1])
 
 
-class MissingStore(Exception):
-    """A fused-away buffer was read where its value is not in scope: keep it in memory."""
+class MissingStore(AssertionError):
+    """An internal error: a buffer kept in registers was read where its value is not in
+    scope. `Kernel.reads_out_of_scope` decides up front which buffers those reads keep in
+    memory, so codegen never meets one."""
 
 
 class Block:
@@ -193,6 +202,42 @@ class Block:
         self.reduced: set[str] = set()   # (Triton) buffers whose reduction finishes after the loop
         self.omp_reductions: list[tuple[str | None, str]] = []   # (C++) OpenMP reduction clauses
         self.has_argreduction = False                             # (C++) no clause can fold it
+
+
+class ScopeAnalysis(RecordingHandler):
+    """Reads bodies as a Kernel generates them, keeping which (buffer, store key) pairs are
+    in scope; values are placeholders. A load with no store in scope adds its buffer to
+    `missing`. The scoping is Kernel's: a scoped block starts from the stores that outlive
+    blocks (reductions'), an unscoped one shares them; an ops.masked body's stores die with it."""
+
+    def __init__(self, kernel: "Kernel"):
+        super().__init__()
+        self.kernel = kernel
+        self.outer: set[tuple] = set()
+        self.in_scope = self.outer
+        self.missing: set[str] = set()
+
+    def open_block(self, scoped: bool):
+        self.in_scope = set(self.outer) if scoped else self.outer
+
+    def load(self, name, index):
+        if (name, self.kernel.store_key(index)) not in self.in_scope:
+            self.missing.add(name)
+        return "tmp"
+
+    def store(self, name, index, value):
+        self.in_scope.add((name, self.kernel.store_key(index)))
+
+    def store_reduction(self, name, index, value):
+        self.outer.add((name, self.kernel.store_key(index)))
+        self.store(name, index, value)
+
+    def masked(self, mask, body, other):
+        saved = set(self.in_scope)
+        body()
+        self.in_scope.clear()
+        self.in_scope.update(saved)
+        return "tmp"
 
 
 def fused_name(origins) -> str:
@@ -213,8 +258,10 @@ class Kernel:
     block finishes), and whether names made in a block die with it (`scoped`: a loop's).
 
     Loads and stores share one scoping rule: a value stored earlier in scope is reused by
-    a load of the same (buffer, index); a buffer kept in registers that is read out of scope
-    raises MissingStore (the caller then keeps it in memory)."""
+    a load of the same (buffer, index). Which buffers may stay in registers is decided
+    before any code is generated (`reads_out_of_scope`: the block plan, with the bodies read
+    by a ScopeAnalysis handler); a register buffer read out of scope is then an internal
+    error (MissingStore)."""
 
     language = ""   # "cpp" | "triton"
     loop_kind = ""  # the kind of a block that loops over the reduction ranges
@@ -266,15 +313,48 @@ class Kernel:
     def compute(self, buffer):
         self._current().body = buffer
 
+    def node_indices(self, node):
+        """The index variables a node's body runs on: (ours over `ranges`, ours over the reduction)."""
+        return node.index_for(self.itervars, self.reduction_vars)
+
     def codegen_node(self, node):
         """Emit one scheduler node's body (a SchedulerNode with `index_for`) into the right block."""
         kind = self.block_kind(node)
         if self.block is None or self.starts_new_block(kind, {d.name for d in node.reads}):
             self._open_block(kind)
-        index, rindex = node.index_for(self.itervars, self.reduction_vars)
+        index, rindex = self.node_indices(node)
         with V.set_ops_handler(self):
             node.node.store_body(index, rindex)
         self.block.written.add(node.get_name())
+
+    # ------------------------------------------------------------------ the plan
+    def store_key(self, index):
+        """What a store of `index` is remembered by (the index's text, or what it is made from),
+        computed without side effects: `reads_out_of_scope` matches loads to stores with it."""
+        raise NotImplementedError
+
+    def reads_out_of_scope(self, nodes) -> set[str]:
+        """The buffers of `nodes` that a node of this kernel reads where no store of theirs is
+        in scope (in a later block after a loop's, inside a loop after it ended, at another
+        index): they cannot stay in registers. Decided before generating: each node lands in
+        the block `codegen_node` would put it in (`block_kind`, `starts_new_block`, `scoped`),
+        and its body is read by a ScopeAnalysis handler, which keeps stores in scope the way
+        `_note_store` and `masked_scope` do."""
+        analysis, names = ScopeAnalysis(self), {n.get_name() for n in nodes}
+        try:
+            for node in nodes:
+                kind = self.block_kind(node)
+                if self.block is None or self.starts_new_block(kind, {d.name for d in node.reads}):
+                    self.block = Block(kind)
+                    analysis.open_block(self.scoped(kind))
+                with V.set_ops_handler(analysis):
+                    node.node.store_body(*self.node_indices(node))
+                self.block.written.add(node.get_name())
+                if node.is_reduction and self.scoped(kind):   # it finishes after the loop
+                    self.block.reduced.add(node.get_name())
+        finally:
+            self.block = None
+        return analysis.missing & names
 
     # ------------------------------------------------------------------ loads and stores
     def _stored(self, name: str, index_text: str) -> CSEVariable | None:
@@ -324,4 +404,4 @@ class Kernel:
         suffix = str(index) if graph in ("forward", "inference", "graph") else f"{graph}{index}"
         self.name = f"{self.name_prefix()}_{fused_name(origins)}_{suffix}"
         return GeneratedKernel(self.name, self.language, self.codegen(), self.args.call_names(), set(self.removed),
-                               dict(self.args.inplace), origins)
+                               dict(self.args.inplace), origins, graph, group.get_names())

@@ -167,6 +167,8 @@ class CppKernel(Kernel):
     def index(self, expr) -> str:
         return cexpr(simplify_with_ranges(sympy.sympify(expr), self.var_ranges))
 
+    store_key = index
+
     def load(self, name, index):
         text = self.index(index)
         if (stored := self._stored(name, text)) is not None:

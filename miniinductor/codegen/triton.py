@@ -213,10 +213,7 @@ class TritonKernel(Kernel):
     # ------------------------------------------------------------------ indexing
     def index(self, expr) -> tuple[str, frozenset]:
         """A SymPy index → (its Triton text, the block dims it varies along)."""
-        expr = sympy.sympify(expr)
-        if self._zero and expr.free_symbols & set(self._zero):
-            expr = expr.subs(self._zero)
-        expr = simplify_with_ranges(expr, self.var_ranges)
+        expr = self.store_key(expr)
         dims = set()
         for sym in expr.free_symbols:
             if sym in self.var_ranges:
@@ -227,6 +224,13 @@ class TritonKernel(Kernel):
         expr = self._merge_dims(expr, self._r_dims, "rindex", "r")
         self.used_syms |= expr.free_symbols
         return texpr(expr), frozenset(dims)
+
+    def store_key(self, expr) -> sympy.Expr:
+        """The index simplified, size-1 variables set to 0: what index() makes its text from."""
+        expr = sympy.sympify(expr)
+        if self._zero and expr.free_symbols & set(self._zero):
+            expr = expr.subs(self._zero)
+        return simplify_with_ranges(expr, self.var_ranges)
 
     def _merge_dims(self, expr, dims, flat, prefix):
         """Rewrite runs of loop variables that `expr` walks contiguously as one variable:

@@ -78,7 +78,7 @@ class MixOrderKernel(TritonKernel):
             return super().codegen_node(node)
         if self.block is None:
             self._open_block("loop")   # persistent: every block is straight-line code
-        index, rindex = node.index_for(self.reduction_vars, self.itervars)   # its rows are our columns
+        index, rindex = self.node_indices(node)
         self.column_mode = True
         try:
             with V.set_ops_handler(self):
@@ -86,6 +86,11 @@ class MixOrderKernel(TritonKernel):
         finally:
             self.column_mode = False
         self.block.written.add(node.get_name())
+
+    def node_indices(self, node):
+        if node.get_name() in self.transposed:   # its rows are our columns
+            return node.index_for(self.reduction_vars, self.itervars)
+        return super().node_indices(node)
 
     def reduction(self, dtype, src_dtype, reduction_type, value):
         """In a column node: fold this step's rows (axis 0) into the band's accumulator."""

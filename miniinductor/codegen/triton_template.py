@@ -207,6 +207,12 @@ class TritonTemplateKernel(TritonKernel):
     def starts_new_block(self, kind, reads) -> bool:
         return False   # one tile, one block: the fusion rule lets only pointwise nodes in
 
+    def reads_out_of_scope(self, nodes) -> set[str]:
+        """Nothing: the epilogue reads the product at the tile's own index (the fusion rule
+        checks it), in the one block that holds every store; a read elsewhere would still
+        trip `_stored`'s assertion."""
+        return set()
+
     def _tile_vars(self):
         """The kernel's loop variables of the non-1 dims: the scheduler's canonical order."""
         pick = lambda vs, ns: [v for v, n in zip(vs, ns) if n != 1]  # noqa: E731

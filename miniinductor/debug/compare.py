@@ -29,6 +29,10 @@ import time
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from .. import metrics
+from ..compile_fx import collect_compiled
+from ..compile_fx import compile as mi_compile
+from .explain import ExplainResult
 from .fusion_graph import human_bytes
 
 BACKENDS = ("eager", "miniinductor", "inductor")
@@ -101,7 +105,6 @@ class Comparison:
     @property
     def explain(self):
         """miniinductor's side as an `ExplainResult` (kernels, decisions, report, trace)."""
-        from .explain import ExplainResult
         return ExplainResult(self.graphs, self["miniinductor"].output)
 
     def write_report(self, path, **kwargs):
@@ -212,11 +215,6 @@ def compare(fn, *example_inputs, repeats: int = 20, warmup: int = 3, inductor: b
     """
     from torch._inductor import config as inductor_config
     from torch._inductor import metrics as inductor_metrics
-
-    from .. import metrics
-    from ..compile_fx import collect_compiled
-    from ..compile_fx import compile as mi_compile
-
     rows = {name: Row(name) for name in BACKENDS}
     inputs = {name: _copy_inputs(example_inputs) for name in BACKENDS}
     fns = {}

@@ -12,26 +12,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from pathlib import Path
 
 import torch
 
+from ..codegen.common import GeneratedKernel
 from ..compile_fx import CompiledGraph, collect_compiled
+from ..compile_fx import compile as mi_compile
 from ..logs import plural
-from .fusion_graph import human_bytes
-
-
-@dataclasses.dataclass
-class KernelInfo:
-    graph: str
-    name: str
-    buffers: list[str]
-    origins: list[str]           # the ATen FX nodes the kernel's buffers were lowered from
-    source: str
-    bytes_moved: int
-
-    def __str__(self):
-        return (f"{self.graph}.{self.name}: computes {', '.join(self.buffers)} from "
-                f"{', '.join(self.origins)}; moves {self.bytes_moved} bytes")
+from .fusion_graph import build_fusion_graph, human_bytes
+from .report import render_report, write_report
+from .trace import write_trace
 
 
 @dataclasses.dataclass
@@ -40,13 +31,9 @@ class ExplainResult:
     outputs: object
 
     @property
-    def kernels(self) -> list[KernelInfo]:
-        infos = []
-        for cg in self.graphs:
-            for group in cg.fused_groups():
-                k = cg.kernels[group.kernel_name]
-                infos.append(KernelInfo(cg.graph.name, k.name, group.get_names(), k.origins, k.source, k.bytes_moved))
-        return infos
+    def kernels(self) -> list[GeneratedKernel]:
+        """Every graph's kernels, in order (each knows its graph, buffers, origins, source, bytes)."""
+        return [k for cg in self.graphs for k in cg.kernels.values()]
 
     @property
     def decisions(self):
@@ -61,7 +48,7 @@ class ExplainResult:
         for cg in self.graphs:
             lines.append(f"== graph {cg.graph.name}: {plural(len(cg.kernels), 'kernel')}, "
                          f"{plural(len(cg.scheduler.nodes), 'node')} before fusion, wrapper {cg.path}")
-            lines += [f"  {k}" for k in self.kernels if k.graph == cg.graph.name]
+            lines += [f"  {k}" for k in cg.kernels.values()]
             lines.append(f"  memory: planned peak {cg.plan.peak_bytes} bytes vs eager estimate {cg.eager_peak}")
         lines.append("== fusion decisions")
         lines += [f"  {d}" for d in self.decisions]
@@ -70,30 +57,22 @@ class ExplainResult:
     # ------------------------------------------------------------------ pictures and files
     def _repr_html_(self) -> str:
         """Jupyter shows the result as the (compact) HTML report, fusion graph included."""
-        from .report import render_report
         return render_report(self.graphs, title="miniinductor.explain", compact=True, full_page=False)
 
     def write_report(self, path, **kwargs):
         """One self-contained HTML file for all graphs; kwargs go to `report.render_report`."""
-        from .report import write_report
         return write_report(self.graphs, path, **kwargs)
 
     def write_trace(self, folder):
         """The trace folder of each graph under `folder` (`0_forward/`, ...); returns their paths."""
-        import pathlib
-
-        from .trace import write_trace
-        return [write_trace(cg, pathlib.Path(folder) / f"{i}_{cg.graph.name}") for i, cg in enumerate(self.graphs)]
+        return [write_trace(cg, Path(folder) / f"{i}_{cg.graph.name}") for i, cg in enumerate(self.graphs)]
 
     def fusion_graph(self, index: int = 0):
         """The networkx fusion graph of graph `index` (see debug/fusion_graph.py)."""
-        from .fusion_graph import build_fusion_graph
         return build_fusion_graph(self.graphs[index])
 
 
 def explain(fn, *example_inputs, **options) -> ExplainResult:
-    from ..compile_fx import compile as mi_compile
-
     torch._dynamo.reset()
     with collect_compiled() as graphs:
         outputs = mi_compile(fn, **options)(*example_inputs)
@@ -111,7 +90,7 @@ def kernel_lines(result) -> list[str]:
         lines.append(f"graph {cg.graph.name}: {plural(len(cg.scheduler.nodes), 'node')} before fusion -> "
                      f"{plural(len(cg.kernels), 'kernel')} + {plural(n_ext, 'extern call')}; kernels move {moved}; "
                      f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
-        for k in (k for k in result.kernels if k.graph == cg.graph.name):
+        for k in cg.kernels.values():
             origins = ", ".join(k.origins) or "?"
             lines.append(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
     return lines

@@ -26,6 +26,9 @@ from pathlib import Path
 
 import networkx as nx
 
+from ..ir.nodes import MultiOutput
+from ..scheduler import FusedGroup
+
 INSTALL_HINT = ("install graphviz's `dot` program to render it (Debian/Ubuntu: `apt-get install graphviz`; "
                 "macOS: `brew install graphviz`; conda: `conda install graphviz`), then run "
                 "`dot -Tsvg {dot} -o {svg}`")
@@ -59,7 +62,6 @@ def _layout_text(buf) -> str:
 
 
 def _origins(buf) -> list[str]:
-    from ..ir.nodes import MultiOutput
     if isinstance(buf, MultiOutput):
         return [f"{_origins(buf.parent)[0]}[{buf.index}]"]
     return [str(o) for o in getattr(buf, "origins", [])]
@@ -75,8 +77,6 @@ def build_fusion_graph(cg) -> nx.DiGraph:
     Edge attributes: kind ('fused' | 'memory' | 'input'), nbytes.
     Graph attributes: name, kernels {kernel: {loops, nbytes, buffers}}.
     """
-    from ..scheduler import FusedGroup
-
     sched, graph = cg.scheduler, cg.graph
     G = nx.DiGraph(name=graph.name, kernels={})
     kernel_of, removed = {}, set()
@@ -133,7 +133,7 @@ def node_label(name, data) -> str:
 def to_dot(G: nx.DiGraph, anchor_prefix: str | None = None):
     """A `graphviz.Digraph`. With `anchor_prefix`, kernels and buffers link to the HTML
     report's anchors (`#{prefix}-kernel-kernel0`, `#{prefix}-ir-buf3`)."""
-    import graphviz
+    import graphviz  # optional: only drawing needs it
 
     name = G.graph.get("name", "graph")
     dot = graphviz.Digraph(name=f"fusion_{name}", graph_attr={
@@ -232,7 +232,7 @@ def render_fusion_graph(cg_or_graph, folder, name: str = "fusion_graph", formats
     if not dot_available():
         result.message = missing_dot_message(result.dot)
     else:
-        import graphviz
+        import graphviz  # optional: only drawing needs it
         try:
             for fmt in formats:
                 path = folder / f"{name}.{fmt}"
@@ -253,7 +253,7 @@ def fusion_graph_svg(cg_or_graph, anchor_prefix: str | None = None) -> tuple[str
     dot = to_dot(G, anchor_prefix)
     if not dot_available():
         return None, dot.source
-    import graphviz
+    import graphviz  # optional: only drawing needs it
     try:
         return dot.pipe(format="svg").decode(), dot.source
     except (graphviz.ExecutableNotFound, graphviz.CalledProcessError):

@@ -14,8 +14,11 @@ from unittest import mock
 
 import sympy
 
+from .. import compile_fx
 from ..codegen.cpp import CppKernel, CppOverrides
 from ..ir.nodes import ComputedBuffer, ExternKernel
+from ..lowering import registry
+from ..lowering.pointwise import make_pointwise
 from ..virtualized import V
 
 
@@ -30,8 +33,6 @@ def bool_and_promotes():
 @contextlib.contextmanager
 def wrong_lowering(op, delta=1.0):
     """A lowering that adds `delta` to its result (a lowering bug: the IR itself is wrong)."""
-    from ..lowering import registry
-    from ..lowering.pointwise import make_pointwise
     packet = getattr(op, "overloadpacket", op)
     real = registry.lowerings[packet]
 
@@ -65,7 +66,6 @@ def unsafe_inplace():
     """A write-after-read race: a kernel may write its output over an input it reads at
     *another* index (the rule that the read be at the written index is dropped), so a
     later iteration reads an element an earlier one already overwrote."""
-    from .. import compile_fx
     real = compile_fx.inplace_buffers
 
     def inplace(group, scheduler, graph, removed):

@@ -26,7 +26,8 @@ import re
 from pathlib import Path
 
 from ..logs import plural
-from .fusion_graph import build_fusion_graph, fusion_graph_svg, human_bytes
+from ..scheduler import FusedGroup
+from .fusion_graph import INSTALL_HINT, build_fusion_graph, fusion_graph_svg, human_bytes
 
 _esc = html.escape
 LANGUAGE_NAMES = {"cpp": "C++", "triton": "Triton"}   # GeneratedKernel.language → a label
@@ -55,8 +56,6 @@ class GraphLinks:
     kernel, keyed by its buffer name)."""
 
     def __init__(self, cg, prefix: str):
-        from ..scheduler import FusedGroup
-
         self.cg, self.prefix = cg, prefix
         self.kernel_of: dict[str, str] = {}           # buffer → kernel name (or extern buffer)
         self.groups = {}
@@ -162,8 +161,6 @@ def _origin_links(links: GraphLinks, origins) -> str:
 
 
 def _schedule_column(cg, links: GraphLinks) -> str:
-    from ..scheduler import FusedGroup
-
     cards = []
     for item in cg.scheduler.schedule:
         if isinstance(item, FusedGroup):
@@ -314,7 +311,6 @@ def _fusion_graph_section(cg, links: GraphLinks) -> str:
               '&nbsp; dashed box: kept in registers; double border: graph output; 3-D box: extern call. '
               'Click a kernel or buffer to jump to it. <button class="fit">actual size</button></p>')
     if svg is None:
-        from .fusion_graph import INSTALL_HINT
         hint = INSTALL_HINT.format(dot="fusion_graph.dot", svg="fusion_graph.svg")
         return (f'<p class="note">graphviz\'s <code>dot</code> program was not found, so the picture could not be '
                 f"drawn: {_esc(hint)}.</p>"

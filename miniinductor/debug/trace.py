@@ -33,6 +33,8 @@ from pathlib import Path
 import torch
 
 from ..logs import plural
+from ..runtime.cpp_builder import PRELUDE
+from ..scheduler import FusedGroup
 from .fusion_graph import render_fusion_graph
 from .report import write_report
 
@@ -140,8 +142,6 @@ def aten_graph_text(gm: torch.fx.GraphModule) -> str:
 
 
 def ir_post_fusion_text(cg) -> str:
-    from ..scheduler import FusedGroup
-
     lines = [f"# {cg.graph.name}: loop IR after fusion, grouped by kernel; "
              "buffers marked 'registers' are never written to memory"]
     for item in cg.scheduler.schedule:
@@ -162,8 +162,6 @@ def ir_post_fusion_text(cg) -> str:
 
 
 def schedule_text(cg) -> str:
-    from ..scheduler import FusedGroup
-
     lines = [f"# {cg.graph.name}: {plural(len(cg.scheduler.nodes), 'node')} before fusion -> "
              f"{plural(len(cg.kernels), 'kernel')} + {plural(len(cg.scheduler.schedule) - len(cg.kernels), 'extern call')}", ""]
     for item in cg.scheduler.schedule:
@@ -194,8 +192,6 @@ def memory_plan_json(cg) -> dict:
 
 
 def kernels_cpp(cg) -> str:
-    from ..runtime.cpp_builder import PRELUDE
-
     parts = [f"// {cg.graph.name}: the C++ kernels miniinductor generated, with the prelude they are built with.",
              "// Check them with: g++ -std=c++17 -fopenmp -fsyntax-only kernels.cpp", PRELUDE]
     for k in cg.kernels.values():

@@ -11,14 +11,11 @@ Triton kernels, codegen/policy.py) is read from every node's
 device="cuda") * 2`). Inductor tracks `device_types` the same way and can mix devices in
 one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
 
-Realization (when a value stops being inlined and becomes a buffer):
-  * reductions and extern outputs always;
-  * graph outputs (as soon as they are computed, with eager's strides);
-  * a pointwise value read by more than one FX user *and* expensive to recompute: its
-    body reads more than `realize_reads_threshold` buffers or runs more than
-    `realize_opcount_threshold` ops. Cheap values are recomputed in each consumer instead,
-    which costs arithmetic but saves a round trip through memory. These are the same two
-    tests (and defaults) as real Inductor's `StorageBox.mark_reuse`.
+Realization (when a value stops being inlined and becomes a buffer) is one named step,
+`realize_where_demanded`, which compile_fx's pass list names: it runs on each node's value
+as soon as it is lowered, because the users' demands are known then and a consumer lowered
+later must see the buffer (a consumer's loader, taken while it is lowered, holds the
+value's body or a load of its buffer), and buffers are numbered as they are made.
 """
 from __future__ import annotations
 
@@ -230,13 +227,7 @@ class GraphLowering(torch.fx.Interpreter):
             result = self.fallback(target, args, kwargs, reason)
         else:
             self._record_origins(result, args, self.buffers[created:])
-        if isinstance(result, StorageBox) and isinstance(result.data, Pointwise):
-            if any(user.op == "output" for user in self._node.users):
-                # a graph output is stored where it is computed, not after the last op, so
-                # that the buffers it reads can be freed early (and consumers load it)
-                self.realize_output(result, self._node.meta.get("val"))
-            elif len(self._node.users) > 1 and self._expensive(result.data):
-                result.realize()
+        realize_where_demanded(self, result)
         return result
 
     def kernel_backend(self) -> str:
@@ -262,14 +253,6 @@ class GraphLowering(torch.fx.Interpreter):
             loops = loops_of(r)
             if loops is not None and not loops.origins:
                 loops.origins |= inherited | {self._node.name}
-
-    def _expensive(self, node: Pointwise) -> bool:
-        recorder = RecordingHandler()
-        with V.set_ops_handler(recorder):
-            node.inner_fn(index_vars("i", node.ranges))
-        transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if self.policy.stores_are_cheap else 0
-        return (len({d.name for d in recorder.reads}) > self.config.realize_reads_threshold
-                or recorder.op_count + TRANSCENDENTAL_COST * transcendental > self.config.realize_opcount_threshold)
 
     def _unsupported_reason(self, target, args, lowering):
         if lowering is None:
@@ -366,6 +349,36 @@ class GraphLowering(torch.fx.Interpreter):
         lines += [str(b) for b in self.buffers]
         lines.append(f"# outputs: {[getattr(o, 'get_name', lambda: o)() for o in self.outputs]}")
         return "\n".join(lines)
+
+
+def realize_where_demanded(graph: GraphLowering, value):
+    """The realization pass, run on the value of each FX node as it is lowered: which values
+    stop being inlined into their consumers and become buffers.
+      * reductions and extern outputs always (their lowerings make buffers);
+      * graph outputs, as soon as they are computed, with eager's strides (so that the buffers
+        they read can be freed early, and consumers load them);
+      * a pointwise value read by more than one FX user *and* expensive to recompute: its body
+        reads more than `realize_reads_threshold` buffers or runs more than
+        `realize_opcount_threshold` ops (a transcendental op counts TRANSCENDENTAL_COST where
+        stores are cheap). Cheap values are recomputed in each consumer instead, which costs
+        arithmetic but saves a round trip through memory. These are the same two tests (and
+        defaults) as real Inductor's `StorageBox.mark_reuse`."""
+    if not (isinstance(value, StorageBox) and isinstance(value.data, Pointwise)):
+        return
+    node = graph.current_fx_node()
+    if any(user.op == "output" for user in node.users):
+        graph.realize_output(value, node.meta.get("val"))
+    elif len(node.users) > 1 and _expensive(graph, value.data):
+        value.realize()
+
+
+def _expensive(graph: GraphLowering, node: Pointwise) -> bool:
+    recorder = RecordingHandler()
+    with V.set_ops_handler(recorder):
+        node.inner_fn(index_vars("i", node.ranges))
+    transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if graph.policy.stores_are_cheap else 0
+    return (len({d.name for d in recorder.reads}) > graph.config.realize_reads_threshold
+            or recorder.op_count + TRANSCENDENTAL_COST * transcendental > graph.config.realize_opcount_threshold)
 
 
 def _storable_stride(size, stride) -> list[int] | None:
