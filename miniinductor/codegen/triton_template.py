@@ -364,9 +364,9 @@ def coordinate_descent(time_config, config: dict, g: Gemm, threshold: float = 0.
     return best
 
 
-def kernel_for_template_group(group, config, removed_buffers) -> TritonTemplateKernel | None:
+def kernel_for_template_group(group, config) -> TritonTemplateKernel | None:
     """The template kernel of a fused group that holds a TemplateBuffer, else None."""
     if any(getattr(n, "is_template", False) for n in group.nodes):
-        return TritonTemplateKernel(group, config, removed_buffers)
+        return TritonTemplateKernel(group, config)
     return None
 
