@@ -21,6 +21,7 @@ and a graph passing `WARN_AFTER` of them warns once.
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from .. import metrics
 from ..logs import get_logger
@@ -106,6 +107,30 @@ class Specializer:
         compiled = self.compile_static(bake_scalars(self.gm, args), tensors)
         metrics.specializations += 1
         return lambda *args: compiled(*[x for x in args if isinstance(x, torch.Tensor)])
+
+
+class PerShape:
+    """A boxed callable for an ATen graph with symbolic sizes that could not be compiled
+    generic in them (a backward graph, compiled lazily once its forward already runs): on
+    each new shape, `make_fx` re-traces it on the call's real inputs (sizes become ints) and
+    `compile_static(static_gm, args)` compiles that; cached by `specialization_key`."""
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, compile_static):
+        self.gm, self.compile_static = gm, compile_static
+        self.cache: dict[tuple, object] = {}
+        self.graph_id = _compile_id()
+
+    def __call__(self, args):
+        key = specialization_key(args)
+        compiled = self.cache.get(key)
+        if compiled is None:
+            log.info("graph %s: compiling specialisation %d for (%s)", self.graph_id, len(self.cache) + 1,
+                     describe(args))
+            static_gm = make_fx(self.gm, tracing_mode="fake")(*args)
+            compiled = self.cache[key] = self.compile_static(static_gm, list(args))
+            metrics.specializations += 1
+        return compiled(list(args))
 
 
 def bake_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:

@@ -16,6 +16,7 @@ import sympy
 import torch
 
 from ..ir.indexing import FloorDiv, ModularIndexing
+from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..ir.nodes import Layout, Pointwise, ReinterpretView, StorageBox, View, strided_view_of
 from ..virtualized import V, ops
 from .pointwise import broadcast_shapes, expand_to, is_ir, make_pointwise
@@ -23,7 +24,7 @@ from .registry import aten, prims, register_lowering
 
 
 def _out_size():
-    return list(V.graph.current_meta().shape)
+    return V.graph.current_size()
 
 
 def reshape(x, new_size):
@@ -86,9 +87,15 @@ def slice_(x, dim=0, start=None, end=None, step=1):
 def _slice_view(x, dim, start, end, step):
     size = x.get_size()
     dim = dim % len(size)
-    start, end, step = slice(start, end, step).indices(size[dim])
     new = list(size)
-    new[dim] = len(range(start, end, step))
+    if all(map(is_static, (size[dim], start or 0, end or 0, step))):
+        start, end, step = slice(start, end, step).indices(size[dim])
+        new[dim] = len(range(start, end, step))
+    else:   # symbolic: the length is the meta's (Dynamo's, guarded); the start must be >= 0
+        start = 0 if start is None else start + size[dim] if is_static(start) and start < 0 else start
+        if not V.graph.sizevars.statically_known_leq(0, start):
+            raise SymbolicUnsupported(f"slice from {start}, which may be negative")
+        new[dim] = V.graph.current_size()[dim]
 
     def reindex(index):
         index = list(index)
