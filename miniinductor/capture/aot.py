@@ -43,9 +43,9 @@ from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from ..config import Config
+from ..ir.sizevars import SymbolicUnsupported
 from .decompositions import decomposition_table
 from .freezing import compile_frozen, frozen_candidates
-from ..ir.sizevars import SymbolicUnsupported
 from .specialize import PerShape, Specializer, _compile_id, has_symbolic_inputs
 from .specialize import log as dynamic_log
 

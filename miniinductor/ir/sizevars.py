@@ -26,7 +26,6 @@ import torch.utils._sympy.functions as torch_sympy
 
 from ..virtualized import V
 
-
 MAX_MIN = (sympy.Max, sympy.Min, torch_sympy.Max, torch_sympy.Min)   # SymPy's and torch's own
 
 

@@ -33,7 +33,6 @@ from .. import metrics
 from ..codegen.policy import BackendPolicy, policy_for
 from ..config import Config
 from ..ir.indexing import index_vars
-from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, is_static, shape_env_of
 from ..ir.nodes import (
     SUPPORTED_DTYPES,
     Buffer,
@@ -51,6 +50,7 @@ from ..ir.nodes import (
     strided_view_of,
     unwrap_buffer,
 )
+from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, is_static, shape_env_of
 from ..ops_handler import RecordingHandler
 from ..virtualized import V
 from .registry import find_lowering

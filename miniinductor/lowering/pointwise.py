@@ -262,7 +262,6 @@ def full(*args, **kwargs):
 @register_lowering(aten.arange, prims.iota)
 def arange(*args, **kwargs):
     dtype, device = _dtype_device(kwargs)
-    meta = V.graph.current_meta()
     if V.graph.current_target().overloadpacket is prims.iota:
         start, step = kwargs["start"], kwargs["step"]
     else:

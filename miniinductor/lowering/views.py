@@ -16,8 +16,8 @@ import sympy
 import torch
 
 from ..ir.indexing import FloorDiv, ModularIndexing
-from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..ir.nodes import Layout, Pointwise, ReinterpretView, StorageBox, View, strided_view_of
+from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..virtualized import V, ops
 from .pointwise import broadcast_shapes, expand_to, is_ir, make_pointwise
 from .registry import aten, prims, register_lowering

@@ -25,8 +25,8 @@ import sympy
 from ..codegen.policy import BackendPolicy
 from ..config import Config
 from ..ir.indexing import canonical_vars, simplify_with_ranges
-from ..ir.sizevars import as_expr, size_hint
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction
+from ..ir.sizevars import as_expr, size_hint
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
 from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes
