@@ -204,12 +204,16 @@ def _c_printer():
         truncating division agrees with floor division."""
 
         def _print_FloorDiv(self, expr):
-            return f"(({self._print(expr.args[0])}) / {self._print(expr.args[1])})"
+            return f"(({self._print(expr.args[0])}) / {self._atom(expr.args[1])})"
 
         def _print_ModularIndexing(self, expr):
-            base, div, mod = (self._print(a) for a in expr.args)
+            base, div, mod = self._print(expr.args[0]), self._atom(expr.args[1]), self._atom(expr.args[2])
             inner = f"({base})" if div == "1" else f"(({base}) / {div})"
             return f"({inner} % {mod})"
+
+        def _atom(self, expr):   # a divisor or modulus: a symbolic one (32*s0) in parentheses
+            text = self._print(expr)
+            return text if expr.is_Atom else f"({text})"
 
         def _print_Integer(self, expr):
             return f"{int(expr)}L" if abs(int(expr)) >= 2**31 else str(int(expr))
