@@ -11,6 +11,9 @@ symbolically fall back to one compile per shape (capture/specialize.py): tested 
 from __future__ import annotations
 
 import logging
+import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -160,3 +163,31 @@ def test_backward_falls_back_alone(monkeypatch):
     for batch in (3, 5, 3):
         check_training_step(model, compiled, randn(batch, 32), randn(batch, 8))
     assert metrics().specializations == 2   # the backward, for batches 3 and 5
+
+
+@pytest.mark.skipif(TRITON, reason="Triton kernels are not generic in their sizes yet")
+def test_chunk_over_a_dynamic_dim_compiles_once():
+    """torch.chunk over a symbolic dim: split_with_sizes by symbolic sizes, odd sizes too."""
+    def fn(x):
+        a, b = torch.chunk(x, 2, dim=0)
+        return a.sum(0) * 2 + b.sum(0)
+    compiled = compile_(fn, dynamic=True)
+    for n in (4, 5, 6, 9, 13):
+        check(fn, randn(n, 3), compiled=compiled)
+    assert metrics().graphs_compiled == 1 and metrics().specializations == 0
+
+
+@pytest.mark.skipif(TRITON, reason="Triton kernels are not generic in their sizes yet")
+def test_trace_folder_of_a_symbolic_graph(tmp_path):
+    """The trace shows the symbols (IR, kernels); its fx_graph.py runs at the traced sizes."""
+    pytest.importorskip("graphviz", reason="the trace draws the fusion graph with the graphviz package")
+    fn = lambda x: torch.softmax(x, -1) * x.shape[0]   # noqa: E731
+    compiled = compile_(fn, dynamic=True, trace=str(tmp_path))
+    for n in (3, 4):
+        compiled(randn(n, 5))
+    (folder,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    kernels, ir = (folder / "kernels.cpp").read_text(), (folder / "ir_post_fusion.txt").read_text()
+    symbols = set(re.findall(r"const int64_t (\w+)", kernels))   # the rows and the row length
+    assert len(symbols) == 2 and all(f"ranges=[{s}" in ir for s in symbols), (symbols, ir)
+    run = subprocess.run([sys.executable, "fx_graph.py"], cwd=folder, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr

@@ -84,7 +84,7 @@ def slice_(x, dim=0, start=None, end=None, step=1):
     return _slice_view(x, dim, start, end, step)
 
 
-def _slice_view(x, dim, start, end, step):
+def _slice_view(x, dim, start, end, step, length=None):
     size = x.get_size()
     dim = dim % len(size)
     new = list(size)
@@ -95,7 +95,7 @@ def _slice_view(x, dim, start, end, step):
         start = 0 if start is None else start + size[dim] if is_static(start) and start < 0 else start
         if not V.graph.sizevars.statically_known_leq(0, start):
             raise SymbolicUnsupported(f"slice from {start}, which may be negative")
-        new[dim] = V.graph.current_size()[dim]
+        new[dim] = V.graph.current_size()[dim] if length is None else length
 
     def reindex(index):
         index = list(index)
@@ -335,6 +335,6 @@ def split(x, sizes, dim=0):
         sizes = [min(sizes, size[dim] - s) for s in range(0, size[dim], sizes)] or [0]
     pieces, start = [], 0
     for n in sizes:
-        pieces.append(_slice_view(x, dim, start, start + n, 1))
+        pieces.append(_slice_view(x, dim, start, start + n, 1, length=n))
         start += n
     return tuple(pieces)
