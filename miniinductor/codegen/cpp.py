@@ -20,6 +20,10 @@ A column reduction (x.sum(0): loads contiguous along i0, strided along r0) turns
 inside out, as Inductor's outer reductions do: tiles of columns, each with an array of
 accumulators, the r loops outside and the tile's columns inside (`reduces_columns`).
 
+With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size symbols,
+which the function takes after its pointers (`const int64_t s0`), and whether the loops
+run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
+
 Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
 let the compiler vectorize with -O3 -march=native. float16/bfloat16 are loaded as float.
 No tiling of row reductions, no cascade (blocked) sums; argmax/argmin stay in the row form.

@@ -7,7 +7,9 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
   * compute each buffer's last use; after it, the buffer is dead;
   * put a dead buffer that we allocated ourselves in a pool keyed by (size, stride, dtype);
     a later allocation with the same key takes it (`buf7 = buf3  # reuse`) instead of
-    asking the allocator again; a pooled buffer nobody takes is deleted where it died;
+    asking the allocator again; a pooled buffer nobody takes is deleted where it died
+    (symbolic sizes: only the same size expression, equal for every size, is the same key;
+    the byte counts of the plan's timeline are taken at the traced sizes);
   * never pool graph inputs, outputs, or buffers handed to an extern call whose schema
     says its result may alias an input (a view of them may still be alive); outputs of
     the other extern calls (mm, bmm...) are fresh tensors and are pooled like ours;

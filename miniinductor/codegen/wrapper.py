@@ -5,7 +5,9 @@ kernel of the graph (C++: one library, built once, cached on disk, loaded with c
 Triton: one module per kernel, its launcher bound to the kernel's name) and a `call`
 function that allocates each buffer, launches kernels and extern ATen calls in schedule
 order, frees buffers after their last use (or hands their memory to a later buffer,
-see memory_planning.py), and returns the outputs.
+see memory_planning.py), and returns the outputs. With symbolic sizes, `call` first reads
+each size symbol from the inputs (`s0 = arg0_1.size(0)`, as Inductor's wrapper does) and
+sizes allocations and views with it; C++ kernels get the symbols as `c_int64(s0)`.
 
 Simplified: buffers are plain torch tensors and kernels get raw pointers through ctypes;
 there is no C++ wrapper mode and no AOT packaging.

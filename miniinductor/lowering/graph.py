@@ -5,6 +5,12 @@ an `InputBuffer`, each `call_function` node calls the op's lowering (registry.py
 when there is none, becomes an `ExternKernel` that calls ATen at run time; the output
 node realizes every returned value with the strides eager would give it.
 
+Symbolic sizes: a graph traced in Dynamo's ShapeEnv keeps its sizes as SymPy expressions
+of the size symbols (`self.sizevars`, ir/sizevars.py): a SymInt placeholder binds its
+symbol, a node computing a size (`sym_size`, `s0 * 16`) is its expression, and any failure
+while lowering such a graph is a `SymbolicUnsupported` naming the op (the graph is then
+compiled per shape: capture/aot.py).
+
 The graph's device (which, with `Config.cpu_backend`, picks the backend policy: C++ or
 Triton kernels, codegen/policy.py) is read from every node's
 `meta["val"]`, not only from the inputs: a graph may have none (`torch.arange(8,
