@@ -152,15 +152,15 @@ def cat(tensors, dim=0):
 
     def inner_fn(index):
         pos = ops.index_expr(index[dim], torch.int64)
-        value = ops.masked(ops.ge(pos, ops.constant(starts[-2], torch.int64)),
+        value = ops.masked(ops.ge(pos, _int(starts[-2])),
                            lambda: load_part(len(tensors) - 1, index), 0)
         for k in range(len(tensors) - 2, -1, -1):
             # both bounds: a load that runs only where its own part is, so its index (which
             # may divide `pos - start`) never sees a negative base (the last part's bound is
             # the end of the output; the first's, zero)
-            inside = ops.lt(pos, ops.constant(starts[k + 1], torch.int64))
+            inside = ops.lt(pos, _int(starts[k + 1]))
             if k > 0:
-                inside = ops.logical_and(ops.ge(pos, ops.constant(starts[k], torch.int64)), inside)
+                inside = ops.logical_and(ops.ge(pos, _int(starts[k])), inside)
             value = ops.where(inside, ops.masked(inside, lambda k=k: load_part(k, index), 0), value)
         return value
     return StorageBox(Pointwise(tensors[0].get_device(), dtype, inner_fn, size))
@@ -182,12 +182,17 @@ def constant_pad_nd(x, pad, value=0.0):
                 continue
             pos = ops.index_expr(shifted[d], torch.int64)
             inside = ops.logical_and(ops.ge(pos, ops.constant(0, torch.int64)),
-                                     ops.lt(pos, ops.constant(size[d], torch.int64)))
+                                     ops.lt(pos, _int(size[d])))
             mask = inside if mask is None else ops.logical_and(mask, inside)
         if mask is None:
             return load(shifted)
         return ops.masked(mask, lambda: load(shifted), value)
     return StorageBox(Pointwise(x.get_device(), dtype, inner_fn, out))
+
+
+def _int(n):
+    """An int64 value in a loop body: a constant, or a size symbol's value (`s0`)."""
+    return ops.constant(n, torch.int64) if is_static(n) else ops.index_expr(n, torch.int64)
 
 
 def _indirect(index_node, size, index):
