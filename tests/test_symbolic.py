@@ -191,3 +191,25 @@ def test_trace_folder_of_a_symbolic_graph(tmp_path):
     assert len(symbols) == 2 and all(f"ranges=[{s}" in ir for s in symbols), (symbols, ir)
     run = subprocess.run([sys.executable, "fx_graph.py"], cwd=folder, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+OPS = {   # each: fn, inputs for a size n (sizes kept apart from one another: no duck sizing)
+    "cat": (lambda x, y: torch.cat([x, y * 2], 0).sum(1), lambda n: (randn(n, 4), randn(n + 7, 4))),
+    "pad": (lambda x: F.pad(x, (1, 2)) * 3, lambda n: (randn(n, 5),)),
+    "gather": (lambda x, i: x.gather(1, i), lambda n: (randn(n, 6), torch.randint(0, 6, (n, 3)))),
+    "permute_reshape": (lambda x: x.permute(1, 0, 2).reshape(x.shape[1], -1) * 2, lambda n: (randn(n, 3, n + 1),)),
+    "argmax": (lambda x: x.argmax(1) + x.argmin(0).sum(), lambda n: (randn(n, n + 2),)),
+    "var": (lambda x: x.var(0) + x.std(1).sum(), lambda n: (randn(n, 5),)),
+    "strided_slice": (lambda x: x[::2] * 2, lambda n: (randn(n, 3),)),
+    "view_of_a_size": (lambda x: x.view(x.shape[0] // 2, 2, -1).mean(1), lambda n: (randn(2 * n, 3),)),
+}
+
+
+@pytest.mark.skipif(TRITON, reason="Triton kernels are not generic in their sizes yet")
+@pytest.mark.parametrize("case", OPS)
+def test_ops_compile_once(case):
+    fn, make_inputs = OPS[case]
+    compiled = compile_(fn, dynamic=True)
+    for n in (4, 6, 9):
+        check(fn, *make_inputs(n), compiled=compiled, rtol=1e-4, atol=1e-4)
+    assert metrics().specializations == 0 and metrics().graphs_compiled == 1
