@@ -42,7 +42,6 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from . import metrics
 from .capture import capture
-from .capture.specialize import has_symbolic_inputs
 from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
@@ -206,10 +205,7 @@ def _log_compiled(cg: CompiledGraph):
 
 
 def _unsupported_graph(gm, example_inputs) -> str | None:
-    """Why this ATen graph must run eagerly, or None. (Symbolic sizes never get here through
-    the backend: capture/specialize.py compiles one static graph per concrete shape.)"""
-    if has_symbolic_inputs(example_inputs):
-        return "symbolic sizes (only compile_fx specialises them)"
+    """Why this ATen graph must run eagerly, or None."""
     data_dependent = _data_dependent_ops(gm)
     if data_dependent:
         return f"data-dependent sizes (from {', '.join(data_dependent)})"
@@ -272,15 +268,16 @@ def backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
     return compile_fx(gm, example_inputs, Config.build(mode, options, preset))
 
 
-def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=False,
+def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=None,
             freezing=None, autocast_enabled=None, autocast_dtype=None, **options):
     """`torch.compile(model, backend=miniinductor)` with our options validated up front.
 
     `freezing`, `autocast_enabled` and `autocast_dtype` are top-level flags like `mode`.
     Precedence: explicit `**options` over the flags over `preset` (see config.py).
-    `dynamic` goes to torch.compile. False (the default): Dynamo recompiles a static graph
-    per shape. True, or None after a second shape: Dynamo hands over symbolic sizes and we
-    compile one static specialisation per concrete shape (capture/specialize.py)."""
+    `dynamic` goes to torch.compile. None (the default, as torch.compile's): the first shape
+    is compiled static, a second one makes Dynamo hand over symbolic sizes, compiled once
+    for every size (or once per shape where that fails: capture/aot.py). True: symbolic from
+    the first call. False: Dynamo recompiles a static graph per shape."""
     flags = {"freezing": freezing, "autocast_enabled": autocast_enabled, "autocast_dtype": autocast_dtype}
     config = Config.build(mode, options, preset, flags)   # fail fast on a bad mode, preset or option
 

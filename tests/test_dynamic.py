@@ -1,10 +1,14 @@
-"""Dynamic shapes: graphs with symbolic sizes are compiled once per concrete shape.
+"""Dynamic shapes: graphs with symbolic sizes are compiled once for every size (C++), or
+once per concrete shape (Triton, and any graph that cannot be compiled symbolically).
 
 Dynamo hands the backend SymInt sizes under `dynamic=True`, `mark_dynamic` and the default
-`dynamic=None` after a second shape; miniinductor specialises them (capture/specialize.py).
-Every case is compared with eager on fresh random inputs per shape, and the metrics show
-that each shape was really compiled (not run eagerly) and that a repeated shape is not
-compiled again.
+`dynamic=None` after a second shape. C++ kernels take the sizes as arguments, so one compile
+serves every shape (tests/test_symbolic.py has the sweeps); Triton kernels are not generic
+yet, and their graphs are specialised per shape (capture/specialize.py), as is any graph
+whose symbolic compile fails (the `per_shape` fixture forces that here to test the
+specialiser on the C++ backend too). Every case is compared with eager on fresh random inputs
+per shape, and the metrics show that each graph was really compiled (not run eagerly) and
+that nothing is compiled twice.
 """
 from __future__ import annotations
 
@@ -20,9 +24,31 @@ from conftest import BACKEND, TEST_OPTIONS, check, metrics, randn, requires_mini
 
 import miniinductor
 from miniinductor.capture import specialize
+from miniinductor.ir.sizevars import SymbolicUnsupported
+from miniinductor.lowering.graph import GraphLowering
 from miniinductor.models import MLP, GPT2Block
 
 pytestmark = requires_miniinductor  # every test reads miniinductor.metrics
+#: Triton kernels are not generic in their sizes yet: their graphs are compiled per shape
+PER_SHAPE = TEST_OPTIONS.get("cpu_backend") == "triton"
+
+
+@pytest.fixture
+def per_shape(monkeypatch):
+    """Every symbolic compile fails, as for an op we cannot lower symbolically: the graphs are
+    specialised per shape (the fallback this file tests on every backend)."""
+    original = GraphLowering.run
+
+    def run(self):
+        if self.sizevars.symbolic:
+            raise SymbolicUnsupported("forced by the test")
+        return original(self)
+    monkeypatch.setattr(GraphLowering, "run", run)
+
+
+def compiles(shapes: int, symbolic: int = 1) -> int:
+    """Graphs compiled for `shapes` distinct shapes: per shape, or `symbolic` (C++)."""
+    return shapes if PER_SHAPE else symbolic
 
 
 def compile_dynamic(fn, dynamic):
@@ -57,9 +83,19 @@ def test_torch_compile_dynamic_true(case):
     compiled = compile_dynamic(fn, dynamic=True)
     for n in SHAPES:
         check(fn, *make_inputs(n), compiled=compiled)
+    assert metrics().specializations == compiles(len(SHAPES), 0)
+    assert metrics().graphs_compiled == compiles(len(SHAPES))
+    assert metrics().generated_kernel_count >= compiles(len(SHAPES))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_specialised_per_shape(case, per_shape):
+    fn, make_inputs = CASES[case]
+    compiled = compile_dynamic(fn, dynamic=True)
+    for n in SHAPES:
+        check(fn, *make_inputs(n), compiled=compiled)
     assert metrics().specializations == len(SHAPES)
     assert metrics().graphs_compiled == len(SHAPES)
-    assert metrics().generated_kernel_count >= len(SHAPES)
 
 
 def test_miniinductor_compile_dynamic_true():
@@ -67,25 +103,25 @@ def test_miniinductor_compile_dynamic_true():
     compiled = miniinductor.compile(fn, dynamic=True, **TEST_OPTIONS)
     for n in SHAPES:
         check(fn, *make_inputs(n), compiled=compiled)
-    assert metrics().specializations == len(SHAPES)
-    assert metrics().generated_kernel_count >= len(SHAPES)
+    assert metrics().specializations == compiles(len(SHAPES), 0)
+    assert metrics().graphs_compiled == compiles(len(SHAPES))
 
 
-def test_default_dynamic_compiles_every_shape():
+def test_default_dynamic_compiles_at_most_twice():
     """dynamic=None: the first shape is a static graph; the second makes Dynamo recompile
-    with symbolic sizes, which we specialise for the second and third shapes."""
+    with symbolic sizes, one compile for the second and third shapes (per shape: Triton)."""
     compiled = compile_dynamic(reduction, dynamic=None)
     check(reduction, randn(4, 6), compiled=compiled)
     per_graph = metrics().generated_kernel_count
     assert metrics().graphs_compiled == 1 and per_graph > 0
     check(reduction, randn(5, 6), compiled=compiled)
     check(reduction, randn(6, 6), compiled=compiled)
-    assert metrics().graphs_compiled == 3
-    assert metrics().specializations == 2
-    assert metrics().generated_kernel_count == 3 * per_graph
+    assert metrics().graphs_compiled == 1 + compiles(2)
+    assert metrics().specializations == compiles(2, 0)
+    assert metrics().generated_kernel_count == (1 + compiles(2)) * per_graph
 
 
-def test_repeated_shape_hits_the_cache():
+def test_repeated_shape_hits_the_cache(per_shape):
     compiled = compile_dynamic(pointwise, dynamic=True)
     for n in (3, 5, 3, 5, 3):
         check(pointwise, randn(n, 6), randn(n, 6), compiled=compiled)
@@ -104,10 +140,10 @@ def test_mark_dynamic():
     torch._dynamo.mark_dynamic(x, 0)   # on this tensor: check() would call with a copy
     compiled = compile_dynamic(fn, dynamic=None)
     torch.testing.assert_close(compiled(x), fn(x))
-    assert metrics().specializations == 1   # the first call already has a symbolic size
+    assert metrics().specializations == compiles(1, 0)   # the first call already has a symbolic size
     check(fn, randn(6, 7), compiled=compiled)
-    assert metrics().specializations == 2
-    assert metrics().graphs_compiled == 2
+    assert metrics().specializations == compiles(2, 0)
+    assert metrics().graphs_compiled == compiles(2)
 
 
 @pytest.mark.parametrize("dynamic", [True, None])
@@ -120,8 +156,8 @@ def test_int_inputs(dynamic):
     for n in (2, 3, 4, 3):
         x = randn(12)
         torch.testing.assert_close(compiled(x, n), fn(x, n))
-    assert metrics().graphs_compiled == 3
-    assert metrics().specializations == (3 if dynamic else 2)
+    assert metrics().graphs_compiled == compiles(3, 1 if dynamic else 2)
+    assert metrics().specializations == compiles(3 if dynamic else 2, 0)
 
 
 def test_float_input():
@@ -133,8 +169,8 @@ def test_float_input():
     for a in (0.5, 2.5, 0.5):
         x = randn(5)
         torch.testing.assert_close(compiled(x, a), fn(x, a))
-    assert metrics().specializations == 2
-    assert metrics().generated_kernel_count == 2
+    assert metrics().specializations == compiles(2, 0)
+    assert metrics().generated_kernel_count == compiles(2)
 
 
 def test_training_step_dynamic():
@@ -151,8 +187,8 @@ def test_training_step_dynamic():
             torch.testing.assert_close(q.grad, p.grad, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}: {m}")
         eager.zero_grad()
         model.zero_grad()
-    assert metrics().specializations == 2
-    assert metrics().graphs_compiled == 4   # a forward and a backward graph per batch size
+    assert metrics().specializations == compiles(2, 0)
+    assert metrics().graphs_compiled == compiles(4, 2)   # a forward and a backward graph (per batch size)
 
 
 def test_gpt2_block_sequence_lengths():
@@ -162,11 +198,11 @@ def test_gpt2_block_sequence_lengths():
     with torch.no_grad():
         for T in (5, 9):
             check(model, randn(2, T, 32), compiled=compiled, rtol=1e-4, atol=1e-4)
-    assert metrics().specializations == 2
-    assert metrics().generated_kernel_count >= 2
+    assert metrics().specializations == compiles(2, 0)
+    assert metrics().graphs_compiled == compiles(2)
 
 
-def test_each_specialisation_logged_once_and_warned_past_the_cap(caplog, monkeypatch):
+def test_each_specialisation_logged_once_and_warned_past_the_cap(caplog, monkeypatch, per_shape):
     monkeypatch.setattr(specialize, "WARN_AFTER", 2)
     compiled = compile_dynamic(pointwise, dynamic=True)
     with caplog.at_level(logging.INFO, logger="miniinductor"):
@@ -178,7 +214,7 @@ def test_each_specialisation_logged_once_and_warned_past_the_cap(caplog, monkeyp
     assert len(warnings) == 1 and "more than 2 shape specialisations" in warnings[0].getMessage()
 
 
-def test_trace_of_a_specialisation_runs(tmp_path):
+def test_trace_of_a_specialisation_runs(tmp_path, per_shape):
     """The trace folder's fx_graph.py of a specialised graph has concrete example inputs."""
     pytest.importorskip("graphviz", reason="the trace draws the fusion graph with the graphviz package")
     compiled = miniinductor.compile(size_dependent_view, dynamic=True, trace=str(tmp_path), **TEST_OPTIONS)

@@ -8,8 +8,12 @@ into a forward and a backward graph -- with Inductor's partitioner, which saves 
 backward only what is cheaper to keep than to recompute (a min cut: pointwise values are
 recomputed from fewer saved tensors). Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
-symbolic sizes is first made static, one specialisation per concrete shape (specialize.py);
-compiled autograd's backward graph, which takes its tensors boxed in one list, is first
+symbolic sizes is traced as it is, in Dynamo's ShapeEnv, and compiled generic in its sizes
+(ir/sizevars.py); where that raises `SymbolicUnsupported` (an op we cannot lower with
+symbolic sizes yet), the whole Dynamo graph is compiled once per concrete shape instead
+(specialize.py), and a backward graph that fails alone (AOTAutograd compiles it lazily, after
+the forward already runs) is re-traced and compiled per shape (`specialize.PerShape`).
+Compiled autograd's backward graph, which takes its tensors boxed in one list, is first
 flattened (Dynamo's `flatten_graph_inputs`, as in Inductor).
 
 Like Inductor, we call AOTAutograd through Dynamo's `aot_autograd` backend helper, not
@@ -39,9 +43,11 @@ from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from ..config import Config
+from ..ir.sizevars import SymbolicUnsupported
 from .decompositions import decomposition_table
 from .freezing import compile_frozen, frozen_candidates
-from .specialize import Specializer, has_symbolic_inputs
+from .specialize import PerShape, Specializer, _compile_id, has_symbolic_inputs
+from .specialize import log as dynamic_log
 
 log = logging.getLogger("miniinductor")
 
@@ -54,9 +60,16 @@ def capture(gm, example_inputs, config: Config, compile_fx_inner):
         # compiled autograd's backward graph takes its tensors boxed in one list: flatten them
         # (and unflatten around the graph), as Inductor's compile_fx does
         return flatten_graph_inputs(gm, example_inputs, again)
-    if has_symbolic_inputs(example_inputs):  # dynamic shapes: one static compile per shape
-        return Specializer(gm, again)
+    if has_symbolic_inputs(example_inputs):  # dynamic shapes: one compile for every size ...
+        try:
+            return _capture(gm, example_inputs, config, compile_fx_inner, symbolic=True)
+        except SymbolicUnsupported as exc:   # ... or, where that fails, one per concrete shape
+            _fell_back(f"graph {_compile_id()} is compiled once per shape: {exc}")
+            return Specializer(gm, again)
+    return _capture(gm, example_inputs, config, compile_fx_inner)
 
+
+def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=False):
     flattened = isinstance(gm, GmWrapper)
     dynamo_gm = gm.gm if flattened else gm   # Dynamo's graph, for the trace folder
 
@@ -64,6 +77,8 @@ def capture(gm, example_inputs, config: Config, compile_fx_inner):
         compile_ = functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=dynamo_gm)
         # compile_fx_inner and what it returns are already hidden from Dynamo: this tells
         # `aot_autograd` not to wrap them again (its wrapper drops our `_boxed_call` flag)
+        if symbolic:   # any failure → SymbolicUnsupported; the backward, compiled lazily, falls back alone
+            compile_ = functools.partial(_symbolic if name != "backward" else _backward_or_per_shape, compile_)
         compile_._is_wrapped_bw_compiler = True
         return compile_
     training = _needs_grad(gm, example_inputs)
@@ -95,6 +110,37 @@ def _autocast(config: Config, example_inputs):
 @functools.lru_cache(maxsize=None)
 def _say_once(message: str):
     log.warning(message)
+
+
+@functools.lru_cache(maxsize=None)
+def _fell_back(message: str):
+    dynamic_log.info(message)
+
+
+def _symbolic(compile_, gm, example_inputs):
+    """`compile_` on a graph with symbolic sizes: whatever fails in it (lowering names the op;
+    codegen, the C++ build) is a SymbolicUnsupported, so that the graph is compiled per shape
+    rather than not at all (the same failure in a static compile then surfaces as itself)."""
+    try:
+        return compile_(gm, example_inputs)
+    except SymbolicUnsupported:
+        raise
+    except Exception as exc:
+        raise SymbolicUnsupported(f"{type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _backward_or_per_shape(compile_, gm, example_inputs):
+    """The backward graph generic in its sizes, or, where it cannot be (its forward already
+    is, and runs), a per-shape compile of it: re-traced on each new shape's real inputs."""
+    try:
+        return _symbolic(compile_, gm, example_inputs)
+    except SymbolicUnsupported as exc:
+        _fell_back(f"graph {_compile_id()}: its backward is compiled once per shape: {exc}")
+        return PerShape(gm, compile_)
 
 
 def _needs_grad(gm, example_inputs) -> bool:

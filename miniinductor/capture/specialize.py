@@ -1,26 +1,27 @@
-"""Dynamic shapes by specialisation: one static compile per concrete shape.
+"""Dynamic shapes by specialisation: one static compile per concrete shape -- the fallback.
 
 Phase 1 (capture), for graphs Dynamo hands over with symbolic sizes: under
 `torch.compile(..., dynamic=True)`, `torch._dynamo.mark_dynamic`, and the default
 `dynamic=None` ("automatic dynamic", `torch/_dynamo/config.py`), where a second distinct
 shape makes Dynamo recompile with SymInt sizes (and SymInt inputs for ints like `n`).
 
-This is what Inductor does NOT do. Inductor keeps sizes symbolic all the way down:
-AOTAutograd traces in Dynamo's ShapeEnv, `SizeVarAllocator` (`torch/_inductor/sizevars.py`)
-simplifies indices under the ShapeEnv's guards, and kernels take sizes as arguments, so one
-compile serves every shape. Our IR and kernels assume integer sizes (ir/indexing.py), so we
-specialise instead -- the simplification. `Specializer` keys each call on what static code
-bakes in (scalar inputs' values; tensors' sizes, strides, dtype, device, requires_grad;
-grad mode) and, on a miss, runs the ordinary pipeline (AOTAutograd → compile_fx_inner) on
-Dynamo's graph with the scalars baked in and the call's real tensors as example inputs.
-Real tensors carry no ShapeEnv, so AOTAutograd traces static sizes (`x.size(0)` becomes an
-int), and the backward graph, when grads are needed, is as static as the forward. Every
-new shape costs a full compile: each is logged once, counted in `metrics.specializations`,
-and a graph passing `WARN_AFTER` of them warns once.
+Such a graph is first compiled generic in its sizes, as Inductor does (capture/aot.py,
+ir/sizevars.py): one compile serves every shape. What cannot be compiled that way yet
+(`SymbolicUnsupported`: Triton kernels, a lowering that needs an int...) lands here instead.
+`Specializer` keys each call on what static code bakes in (scalar inputs' values; tensors'
+sizes, strides, dtype, device, requires_grad; grad mode) and, on a miss, runs the ordinary
+pipeline (AOTAutograd → compile_fx_inner) on Dynamo's graph with the scalars baked in and
+the call's real tensors as example inputs. Real tensors carry no ShapeEnv, so AOTAutograd
+traces static sizes (`x.size(0)` becomes an int), and the backward graph, when grads are
+needed, is as static as the forward. `PerShape` does the same for one ATen graph (a
+backward that fails symbolically after its forward compiled): `make_fx` re-traces it on each
+shape's real inputs. Every new shape costs a full compile: each is logged once, counted in
+`metrics.specializations`, and a graph passing `WARN_AFTER` of them warns once.
 """
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from .. import metrics
 from ..logs import get_logger
@@ -106,6 +107,30 @@ class Specializer:
         compiled = self.compile_static(bake_scalars(self.gm, args), tensors)
         metrics.specializations += 1
         return lambda *args: compiled(*[x for x in args if isinstance(x, torch.Tensor)])
+
+
+class PerShape:
+    """A boxed callable for an ATen graph with symbolic sizes that could not be compiled
+    generic in them (a backward graph, compiled lazily once its forward already runs): on
+    each new shape, `make_fx` re-traces it on the call's real inputs (sizes become ints) and
+    `compile_static(static_gm, args)` compiles that; cached by `specialization_key`."""
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, compile_static):
+        self.gm, self.compile_static = gm, compile_static
+        self.cache: dict[tuple, object] = {}
+        self.graph_id = _compile_id()
+
+    def __call__(self, args):
+        key = specialization_key(args)
+        compiled = self.cache.get(key)
+        if compiled is None:
+            log.info("graph %s: compiling specialisation %d for (%s)", self.graph_id, len(self.cache) + 1,
+                     describe(args))
+            static_gm = make_fx(self.gm, tracing_mode="fake")(*args)
+            compiled = self.cache[key] = self.compile_static(static_gm, list(args))
+            metrics.specializations += 1
+        return compiled(list(args))
 
 
 def bake_scalars(gm: torch.fx.GraphModule, args) -> torch.fx.GraphModule:

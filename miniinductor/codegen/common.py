@@ -23,6 +23,7 @@ import sympy
 import torch
 
 from ..ir.indexing import index_vars, simplify_with_ranges
+from ..ir.sizevars import as_expr
 from ..ops_handler import RecordingHandler
 from ..virtualized import V
 
@@ -50,6 +51,7 @@ class GeneratedKernel:
     graph: str = "graph"       # the name of the graph it belongs to (forward, backward, ...)
     buffers: list[str] = dataclasses.field(default_factory=list)   # the buffers it computes
     bytes_moved: int = 0       # bytes its arguments take: filled by compile_fx once sizes are planned
+    size_args: list[str] = dataclasses.field(default_factory=list)   # size symbols passed after the buffers (s0...)
 
     def __str__(self):
         return (f"{self.graph}.{self.name}: computes {', '.join(self.buffers)} from "
@@ -150,6 +152,16 @@ class KernelArgs:
         self.input_buffers: dict[str, str] = {}
         self.output_buffers: dict[str, str] = {}
         self.inplace = dict(inplace or {})   # output buffer → dying input whose memory it takes
+        self.sizevars: set = set()           # size symbols the kernel reads (passed as int64 arguments)
+
+    def note_sizes(self, expr):
+        """Record the size symbols `expr` reads (the kernel takes them as arguments)."""
+        if V.has_graph():
+            self.sizevars |= V.graph.sizevars.free_symbols(expr)
+        return expr
+
+    def size_names(self) -> list[str]:
+        return sorted(map(str, self.sizevars))
 
     def input(self, name: str) -> str:
         if name in self.output_buffers or name in self.inplace.values():
@@ -268,13 +280,15 @@ class Kernel:
 
     def __init__(self, name: str, ranges, reduction_ranges, config, removed_buffers=(), inplace=None, cse=None):
         self.name, self.config = name, config
-        self.ranges, self.reduction_ranges = [int(s) for s in ranges], [int(s) for s in reduction_ranges]
+        self.ranges, self.reduction_ranges = [as_expr(s) for s in ranges], [as_expr(s) for s in reduction_ranges]
         self.itervars = index_vars("i", self.ranges)
         self.reduction_vars = index_vars("r", self.reduction_ranges)
         self.var_ranges = dict(zip(self.itervars + self.reduction_vars, self.ranges + self.reduction_ranges))
         self.removed = set(removed_buffers)   # buffers kept in registers, never in memory
         self.args = KernelArgs(inplace)       # in-place outputs write through their input's pointer
         self.cse = cse or CSE()
+        for size in self.ranges + self.reduction_ranges:
+            self.args.note_sizes(size)
         self.blocks: list[Block] = []
         self.block: Block | None = None
         self.outer_cse: dict[str, CSEVariable] = {}
@@ -404,4 +418,5 @@ class Kernel:
         suffix = str(index) if graph in ("forward", "inference", "graph") else f"{graph}{index}"
         self.name = f"{self.name_prefix()}_{fused_name(origins)}_{suffix}"
         return GeneratedKernel(self.name, self.language, self.codegen(), self.args.call_names(), set(self.removed),
-                               dict(self.args.inplace), origins, graph, group.get_names())
+                               dict(self.args.inplace), origins, graph, group.get_names(),
+                               size_args=self.args.size_names())

@@ -20,6 +20,10 @@ A column reduction (x.sum(0): loads contiguous along i0, strided along r0) turns
 inside out, as Inductor's outer reductions do: tiles of columns, each with an array of
 accumulators, the r loops outside and the tile's columns inside (`reduces_columns`).
 
+With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size symbols,
+which the function takes after its pointers (`const int64_t s0`), and whether the loops
+run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
+
 Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
 let the compiler vectorize with -O3 -march=native. float16/bfloat16 are loaded as float.
 No tiling of row reductions, no cascade (blocked) sums; argmax/argmin stay in the row form.
@@ -32,6 +36,7 @@ import sympy
 import torch
 
 from ..ir.indexing import cexpr, simplify_with_ranges
+from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
@@ -165,7 +170,15 @@ class CppKernel(Kernel):
         raise AttributeError(name)
 
     def index(self, expr) -> str:
-        return cexpr(simplify_with_ranges(sympy.sympify(expr), self.var_ranges))
+        return cexpr(self.args.note_sizes(simplify_with_ranges(sympy.sympify(expr), self.var_ranges)))
+
+    def size(self, size) -> str:
+        """A loop bound or size as C: `64`, or `s0` (a kernel argument)."""
+        return str(size) if is_static(size) else cexpr(self.args.note_sizes(size))
+
+    def hint(self, size) -> int:
+        """The traced value of a size, for heuristics (how many threads, simd or not)."""
+        return V.graph.sizevars.size_hint(size) if V.has_graph() else int(size)
 
     store_key = index
 
@@ -207,7 +220,7 @@ class CppKernel(Kernel):
         return self.cse.generate(self.compute, CppOverrides.where(cond, a, b))
 
     def indirect_indexing(self, x, size):
-        var = self.cse.generate(self.compute, f"static_cast<int64_t>({x} < 0 ? {x} + {size} : {x})")
+        var = self.cse.generate(self.compute, f"static_cast<int64_t>({x} < 0 ? {x} + {self.size(size)} : {x})")
         return sympy.Symbol(var.name, integer=True, nonnegative=True)
 
     def masked(self, mask, body, other):
@@ -242,7 +255,7 @@ class CppKernel(Kernel):
             linear = sum((r * math.prod(self.reduction_ranges[k + 1:]) for k, r in enumerate(self.reduction_vars)),
                          sympy.Integer(0))
             self.compute.writeline(f"if ({acc} == {acc} && ({value} != {value} || {value} {better} {acc})) "
-                                   f"{{ {acc} = {value}; {acc}_index = {cexpr(linear)}; }}")
+                                   f"{{ {acc} = {value}; {acc}_index = {self.size(linear)}; }}")
             return CSEVariable(f"{acc}_index")
         if reduction_type in ("max", "min"):
             # OpenMP's max/min clauses vectorize but drop NaN; a separate `||` flag keeps it.
@@ -263,15 +276,23 @@ class CppKernel(Kernel):
     # ------------------------------------------------------------------ the loop nest
     def _parallel_pragma(self, sizes) -> tuple[str, int]:
         """`#pragma omp parallel for` over enough leading loops (of `sizes` trips) to feed the threads."""
-        total = math.prod(self.ranges) * max(math.prod(self.reduction_ranges), 1)
-        if not sizes or total < self.config.parallel_min_numel:
+        total = math.prod(map(self.hint, self.ranges)) * max(math.prod(map(self.hint, self.reduction_ranges)), 1)
+        when = self._parallel_if(self.ranges + self.reduction_ranges)
+        if not sizes or (not when and total < self.config.parallel_min_numel):
             return "", 0
         depth, work = 0, 1
         while depth < len(sizes) and work < 64:
-            work *= sizes[depth]
+            work *= self.hint(sizes[depth])
             depth += 1
         collapse = f" collapse({depth})" if depth > 1 else ""
-        return f"#pragma omp parallel for{collapse}", depth
+        return f"#pragma omp parallel for{collapse}{when}", depth
+
+    def _parallel_if(self, sizes) -> str:
+        """` if(s0*64 >= 16384)`: with symbolic sizes, whether threads pay off is decided at
+        run time (an OpenMP `if` clause); "" for static sizes (decided here)."""
+        if all(map(is_static, sizes)):
+            return ""
+        return f" if({self.size(math.prod(sizes))} >= {self.config.parallel_min_numel})"
 
     def reduces_columns(self) -> bool:
         """Loop over the reduction outside the innermost output loop (Inductor's C++ "outer
@@ -293,30 +314,36 @@ class CppKernel(Kernel):
                   for n, p in self.args.input_buffers.items() if n not in self.args.output_buffers]
         params += [f"{DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
                    for n, p in self.args.output_buffers.items()]
+        body = IndentedBuffer()
+        with body.indent():
+            self._codegen_loops(body)
+        params += [f"const int64_t {s}" for s in self.args.size_names()]   # sizes: s0, s1...
         code.writeline(f'extern "C" void {self.name}({", ".join(params)}) {{')
-        with code.indent():
-            columns = self.reduces_columns()
-            loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
-            if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
-                loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
-            pragma, depth = self._parallel_pragma([-(-size // step) for _, size, step in loops])
-            only_outer = all(b.kind == "outer" for b in self.blocks)
-            for k, (var, size, step) in enumerate(loops):
-                if k == 0 and pragma:
-                    code.writeline(pragma)
-                elif k == len(self.ranges) - 1 and only_outer and k >= depth:
-                    code.writeline("#pragma omp simd")
-                code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += {step}) {{")
-                code._indent += 1
-            if columns:
-                self._codegen_column_tile(code)
-            for block in [] if columns else self.blocks:
-                self._codegen_block(code, block)
-            for _ in self.ranges:
-                code._indent -= 1
-                code.writeline("}")
+        code.splice(body)
         code.writeline("}")
         return code.getvalue()
+
+    def _codegen_loops(self, code):
+        columns = self.reduces_columns()
+        loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
+        if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
+            loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
+        pragma, depth = self._parallel_pragma([-(-self.hint(size) // step) for _, size, step in loops])
+        only_outer = all(b.kind == "outer" for b in self.blocks)
+        for k, (var, size, step) in enumerate(loops):
+            if k == 0 and pragma:
+                code.writeline(pragma)
+            elif k == len(self.ranges) - 1 and only_outer and k >= depth:
+                code.writeline("#pragma omp simd")
+            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += {step}) {{")
+            code._indent += 1
+        if columns:
+            self._codegen_column_tile(code)
+        for block in [] if columns else self.blocks:
+            self._codegen_block(code, block)
+        for _ in self.ranges:
+            code._indent -= 1
+            code.writeline("}")
 
     def _codegen_column_tile(self, code):
         """One tile of columns: an array of accumulators per reduction, the reduction loops
@@ -332,14 +359,14 @@ class CppKernel(Kernel):
         """
         x, block = self.itervars[-1], self.blocks[0]
         accs = [acc for _, acc in block.omp_reductions]
-        code.writeline(f"const int64_t {x}_end = std::min<int64_t>({x}_tile + {COLUMN_TILE}, {self.ranges[-1]});")
+        code.writeline(f"const int64_t {x}_end = std::min<int64_t>({x}_tile + {COLUMN_TILE}, {self.size(self.ranges[-1])});")
         code.writelines(f"{self.accumulators[acc][0]} {acc}_tile[{COLUMN_TILE}];" for acc in accs)
         code.writeline(f"for (int64_t t = 0; t < {COLUMN_TILE}; t += 1) {{ "
                        + " ".join(f"{acc}_tile[t] = {self.accumulators[acc][1]};" for acc in accs) + " }")
         tile_loop = f"for (int64_t {x} = {x}_tile; {x} < {x}_end; {x} += 1) {{"
         bind = [f"auto& {acc} = {acc}_tile[{x} - {x}_tile];" for acc in accs]
         for var, size in zip(self.reduction_vars, self.reduction_ranges):
-            code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
+            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
             code._indent += 1
         code.writelines(["#pragma omp simd", tile_loop])
         with code.indent():
@@ -364,7 +391,7 @@ class CppKernel(Kernel):
         code.splice(block.prefix)
         for k, (var, size) in enumerate(zip(self.reduction_vars, self.reduction_ranges)):
             code.writelines(self._inner_pragmas(block, k))
-            code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += 1) {{")
+            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
             code._indent += 1
         code.splice(block.body)
         for _ in self.reduction_ranges:
@@ -378,9 +405,10 @@ class CppKernel(Kernel):
         if block.has_argreduction or any(op is None for op, _ in block.omp_reductions):
             return []
         clause = "".join(f" reduction({op}:{acc})" for op, acc in block.omp_reductions)
-        big = math.prod(self.reduction_ranges) >= self.config.parallel_min_numel
-        if k == 0 and not self.ranges and big:
-            return [f"#pragma omp parallel for{clause}"]
+        big = math.prod(map(self.hint, self.reduction_ranges)) >= self.config.parallel_min_numel
+        when = self._parallel_if(self.reduction_ranges)
+        if k == 0 and not self.ranges and (big or when):
+            return [f"#pragma omp parallel for{clause}{when}"]
         if k == len(self.reduction_ranges) - 1:
             return [f"#pragma omp simd{clause}"]
         return []

@@ -7,7 +7,9 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
   * compute each buffer's last use; after it, the buffer is dead;
   * put a dead buffer that we allocated ourselves in a pool keyed by (size, stride, dtype);
     a later allocation with the same key takes it (`buf7 = buf3  # reuse`) instead of
-    asking the allocator again; a pooled buffer nobody takes is deleted where it died;
+    asking the allocator again; a pooled buffer nobody takes is deleted where it died
+    (symbolic sizes: only the same size expression, equal for every size, is the same key;
+    the byte counts of the plan's timeline are taken at the traced sizes);
   * never pool graph inputs, outputs, or buffers handed to an extern call whose schema
     says its result may alias an input (a view of them may still be alive); outputs of
     the other extern calls (mm, bmm...) are fresh tensors and are pooled like ours;
@@ -27,10 +29,12 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import sympy
 import torch
 
 from ..ir.nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput
 from ..logs import plural
+from ..virtualized import V
 
 
 @dataclasses.dataclass
@@ -44,8 +48,13 @@ class Step:
 
 
 def nbytes(buf) -> int:
+    """Bytes of a buffer's storage (with symbolic sizes: at the traced sizes, for the plan's
+    estimates; reuse itself needs sizes proved equal, `MemoryPlan._key`)."""
     lay = buf.layout
-    return lay.storage_numel() * lay.dtype.itemsize if lay is not None else 0
+    if lay is None:
+        return 0
+    numel = lay.storage_numel()
+    return (numel if isinstance(numel, int) else V.graph.sizevars.size_hint(numel)) * lay.dtype.itemsize
 
 
 def may_alias(node) -> bool:
@@ -96,10 +105,12 @@ class MemoryPlan:
 
     @staticmethod
     def _key(buf) -> tuple:
-        """Memory is interchangeable when the element type and the storage size agree;
-        the new buffer views it with its own size and strides."""
+        """Memory is interchangeable when the element type and the storage size agree (with
+        symbolic sizes: the same expression, so equal for every size); the new buffer views it
+        with its own size and strides."""
         lay = buf.layout
-        return lay.device, lay.dtype, lay.storage_numel()
+        numel = lay.storage_numel()
+        return lay.device, lay.dtype, numel if isinstance(numel, int) else sympy.expand(numel)
 
     @property
     def peak_bytes(self) -> int:
@@ -184,7 +195,7 @@ def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
         base = node.all_input_nodes[0] if getattr(node.target, "is_view", False) and node.all_input_nodes else None
         root[node] = root.get(base, None) if base is not None else node
         if root[node] is node:
-            size[node] = sum(math.prod(t.shape) * t.dtype.itemsize for t in tensors)
+            size[node] = sum(math.prod(map(_hint, t.shape)) * t.dtype.itemsize for t in tensors)
             end[node] = k
     for k, node in enumerate(nodes):
         for inp in node.all_input_nodes:
@@ -197,3 +208,8 @@ def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
         peak = max(peak, live)
         live -= sum(size[r] for r in size if end.get(r, k) == k)
     return peak
+
+
+def _hint(size) -> int:
+    """A size of a meta tensor as an int: a SymInt's traced value, read without a guard."""
+    return size.node.hint if isinstance(size, torch.SymInt) else size

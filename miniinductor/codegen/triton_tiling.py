@@ -5,7 +5,8 @@ and the mix-order reduction of newer Inductor. Kept apart from triton.py so that
 and triton_mix_order.py (which subclasses TritonKernel) do not import each other.
 
 Simplified: one tiling rule (a transposed access cuts the ranges in two) where Inductor
-scores candidate tilings; no 3-D tiles.
+scores candidate tilings; no 3-D tiles; no kernels generic in their sizes (a graph with
+symbolic sizes is compiled per shape for Triton).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import math
 import sympy
 
 from ..ir.indexing import canonical_vars
+from ..ir.sizevars import SymbolicUnsupported
+from ..virtualized import V
 from .triton import TritonKernel
 from .triton_mix_order import MixOrderKernel
 
@@ -21,6 +24,8 @@ from .triton_mix_order import MixOrderKernel
 def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
     """The kernel for a scheduler FusedGroup: its loops (R, Q), or a 2-D tiling of R
     when a pointwise group reads or writes memory transposed (see `tile_split`)."""
+    if V.graph.sizevars.symbolic:   # the graph is then compiled once per shape (capture/aot.py)
+        raise SymbolicUnsupported("Triton kernels are not generic in their sizes yet")
     if group.transposed:
         return MixOrderKernel(group.kernel_name, group.R, group.Q, group.transposed, config, removed_buffers)
     split = tile_split(group) if not group.Q else None

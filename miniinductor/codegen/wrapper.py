@@ -5,7 +5,9 @@ kernel of the graph (C++: one library, built once, cached on disk, loaded with c
 Triton: one module per kernel, its launcher bound to the kernel's name) and a `call`
 function that allocates each buffer, launches kernels and extern ATen calls in schedule
 order, frees buffers after their last use (or hands their memory to a later buffer,
-see memory_planning.py), and returns the outputs.
+see memory_planning.py), and returns the outputs. With symbolic sizes, `call` first reads
+each size symbol from the inputs (`s0 = arg0_1.size(0)`, as Inductor's wrapper does) and
+sizes allocations and views with it; C++ kernels get the symbols as `c_int64(s0)`.
 
 Simplified: buffers are plain torch tensors and kernels get raw pointers through ctypes;
 there is no C++ wrapper mode and no AOT packaging.
@@ -14,19 +16,32 @@ from __future__ import annotations
 
 import math
 
+import sympy
 import torch
 
+from ..ir.indexing import pexpr
 from ..ir.nodes import Buffer, ComputedBuffer, MultiOutput, ReinterpretView
+from ..ir.sizevars import SymbolicUnsupported
 from ..scheduler import FusedGroup
+from ..virtualized import V
 from .common import GeneratedKernel, IndentedBuffer
 from .memory_planning import MemoryPlan, Step, may_alias, nbytes, plan_memory
+
+
+def pysize(sizes) -> str:
+    """A size or stride tuple as Python: `(8, 16)`, or `(s0, 16)` with the size symbols."""
+    if all(isinstance(s, int) for s in sizes):
+        return str(tuple(sizes))
+    return f"({', '.join(map(pexpr, sizes))}{',' if len(sizes) == 1 else ''})"
 
 
 def pyrepr(value) -> str:
     """A Python expression that rebuilds `value` inside the wrapper."""
     if isinstance(value, ReinterpretView):
         lay = value.layout
-        return f"reinterpret({value.get_name()}, {tuple(lay.size)}, {tuple(lay.stride)}, {lay.offset})"
+        return f"reinterpret({value.get_name()}, {pysize(lay.size)}, {pysize(lay.stride)}, {pexpr(lay.offset)})"
+    if isinstance(value, sympy.Expr):   # a size symbol or expression (an output, an extern's argument)
+        return pexpr(value)
     if isinstance(value, Buffer):
         return value.get_name()
     if isinstance(value, (list, tuple)):
@@ -80,10 +95,11 @@ class WrapperCodeGen:
                 kernel = self.kernels[item.kernel_name]
                 inplace = kernel.inplace
                 allocs = [n for n in item.get_names() if n not in kernel.removed and n not in inplace]
-                if kernel.language == "cpp":   # C functions take raw pointers ...
-                    ptrs = ", ".join(f"c_void_p({n}.data_ptr())" for n in kernel.args)
+                if kernel.language == "cpp":   # C functions take raw pointers (and int64 sizes) ...
+                    ptrs = ", ".join([f"c_void_p({n}.data_ptr())" for n in kernel.args]
+                                     + [f"c_int64({s})" for s in kernel.size_args])
                 else:                          # ... Triton launchers take the tensors
-                    ptrs = ", ".join(kernel.args)
+                    ptrs = ", ".join(kernel.args + kernel.size_args)
                 lines = [f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
                          for out, src in inplace.items()]
                 lines.append(f"{kernel.name}({ptrs})  # {', '.join(kernel.origins)}")
@@ -97,7 +113,8 @@ class WrapperCodeGen:
         return steps
 
     def plan_nbytes(self, name: str) -> int:
-        return nbytes(self.graph.get_buffer(name))
+        with V.set_graph_handler(self.graph):   # symbolic sizes count at their traced values
+            return nbytes(self.graph.get_buffer(name))
 
     def memory_plan(self) -> MemoryPlan:
         steps = [s for s, _ in self._steps()]
@@ -108,11 +125,11 @@ class WrapperCodeGen:
         lay = buf.layout
         if buf.get_name() in plan.reuse:
             old = plan.reuse[buf.get_name()]
-            return f"{buf.get_name()} = reinterpret({old}, {tuple(lay.size)}, {tuple(lay.stride)}, 0); del {old}  # reuse"
+            return f"{buf.get_name()} = reinterpret({old}, {pysize(lay.size)}, {pysize(lay.stride)}, 0); del {old}  # reuse"
         if lay.device.type == "cpu" or lay.device == self._guarded_device():
             return (f"{buf.get_name()} = empty_strided_{lay.device.type}"
-                    f"({tuple(lay.size)}, {tuple(lay.stride)}, {lay.dtype})")
-        return (f"{buf.get_name()} = empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, "
+                    f"({pysize(lay.size)}, {pysize(lay.stride)}, {lay.dtype})")
+        return (f"{buf.get_name()} = empty_strided({pysize(lay.size)}, {pysize(lay.stride)}, "
                 f"dtype={lay.dtype}, device={pyrepr(lay.device)})")
 
     def _guarded_device(self):
@@ -132,13 +149,13 @@ class WrapperCodeGen:
         if isinstance(node, MultiOutput):
             lay = node.layout
             return [f"{name} = check_layout({node.parent.get_name()}[{node.index}], "
-                    f"{tuple(lay.size)}, {tuple(lay.stride)})"]
+                    f"{pysize(lay.size)}, {pysize(lay.stride)})"]
         args = ", ".join([pyrepr(a) for a in node.args] + [f"{k}={pyrepr(v)}" for k, v in node.kwargs.items()])
         line = f"{name} = {op_path(node.op)}({args})"
         if node.layout is None:
             return [line]
         lay = node.layout
-        return [line, f"{name} = check_layout({name}, {tuple(lay.size)}, {tuple(lay.stride)})"]
+        return [line, f"{name} = check_layout({name}, {pysize(lay.size)}, {pysize(lay.stride)})"]
 
     def _kernel_definitions(self, code):
         names = list(self.kernels)
@@ -159,6 +176,40 @@ class WrapperCodeGen:
     def _output_expr(self, value) -> str:
         return pyrepr(value)
 
+    def _bind_symbols(self) -> list[str]:
+        """`s0 = arg0_1.size(0)`: each size symbol read from the first input that shows it
+        bare (a SymInt input, or a tensor input's size, stride or offset), as Inductor's
+        wrapper does. SymbolicUnsupported if a symbol the code needs is not found so."""
+        lines, bound = [], set()
+
+        def bind(expr, source):
+            if isinstance(expr, sympy.Symbol) and expr not in bound:
+                bound.add(expr)
+                lines.append(f"{expr} = {source}")
+        for name in self.graph.graph_input_names:
+            if name in self.graph.symbol_inputs:
+                bind(self.graph.symbol_inputs[name], name)
+            elif name in self.graph.graph_inputs:
+                lay = self.graph.graph_inputs[name].layout
+                for k, size in enumerate(lay.size):
+                    bind(size, f"{name}.size({k})")
+                for k, stride in enumerate(lay.stride):
+                    bind(stride, f"{name}.stride({k})")
+        needed = {str(s) for e in self._size_exprs() for s in self.graph.sizevars.free_symbols(e)}
+        needed |= {s for kernel in self.kernels.values() for s in kernel.size_args}
+        missing = needed - set(map(str, bound))
+        if missing:
+            raise SymbolicUnsupported(f"the wrapper cannot read {', '.join(sorted(missing))} from the inputs")
+        return lines
+
+    def _size_exprs(self):
+        """Every size expression `call` evaluates (buffer layouts, outputs; kernels' size
+        arguments are counted apart)."""
+        for buf in self.graph.buffers:
+            if buf.layout is not None:
+                yield from [*buf.layout.size, *buf.layout.stride, buf.layout.offset]
+        yield from (o for o in self.graph.outputs if isinstance(o, sympy.Expr))
+
     def generate(self, plan: MemoryPlan, record: bool = False) -> str:
         """The wrapper module's source, freeing and reusing as `plan` says. record=True (debug/accuracy.py): after each step,
         `call` hands every buffer it defined to the module's `record(name, tensor)` (not
@@ -175,6 +226,8 @@ class WrapperCodeGen:
             "constants = {}  # filled by the loader with the graph's constant tensors",
             "",
         ])
+        if self.graph.sizevars.symbolic:
+            code.writeline("from ctypes import c_int64")
         self._kernel_definitions(code)
         code.writeline("")
         guarded = self._guarded_device()
@@ -187,6 +240,8 @@ class WrapperCodeGen:
             if inputs:
                 code.writeline(f"{', '.join(inputs)}{',' if len(inputs) == 1 else ''} = args")
             code.writeline("args.clear()")
+            if self.graph.sizevars.symbolic:
+                code.writelines(self._bind_symbols())
             for const in self.graph.constants:
                 code.writeline(f"{const} = constants[{const!r}]")
             steps = self._steps()

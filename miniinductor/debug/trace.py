@@ -63,7 +63,8 @@ def _tensor_expr(t: torch.Tensor, small_literal: bool = False) -> str:
             return f"torch.tensor({t.detach().tolist()!r}, dtype={dtype})"
         except Exception:  # a fake tensor has no data: fall through to a random one
             pass
-    return f"_random({tuple(t.shape)!r}, {tuple(t.stride())!r}, {dtype})"
+    hint = lambda s: int(s.node.hint) if isinstance(s, torch.SymInt) else s   # noqa: E731 (symbolic: traced size)
+    return f"_random({tuple(map(hint, t.shape))!r}, {tuple(map(hint, t.stride()))!r}, {dtype})"
 
 
 _RANDOM = '''

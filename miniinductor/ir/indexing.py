@@ -4,10 +4,13 @@ Mirrors `torch/_inductor/sizevars.py` and `torch/utils/_sympy/functions.py`. Eve
 and store in the loop IR addresses memory with an expression such as
 `i0*4096 + ModularIndexing(i1, 64, 12)`; views never copy data, they rewrite these.
 
-Simplified: sizes are plain integers (no symbolic sizes, no guards: capture/specialize.py
-makes a dynamic-shape graph static, per concrete shape, before it gets here), so simplification
-needs only the loop ranges: `simplify_with_ranges(expr, {i0: 8, i1: 512})` uses the facts
-`0 <= i < range` to remove divisions and moduli that cannot change the value.
+Sizes are ints or, in a graph compiled generic in its sizes, SymPy expressions of the
+size symbols `s0, s1...` (ir/sizevars.py). Simplification uses the loop ranges:
+`simplify_with_ranges(expr, {i0: 8, i1: 512})` uses the facts `0 <= i < range` to remove
+divisions and moduli that cannot change the value. Simplified: a division or modulus by a
+symbolic size is only simplified by joining digits back together (`s1*FloorDiv(x, s1) +
+ModularIndexing(x, 1, s1)` → `x`), and a symbolic loop range gives no bounds, where
+Inductor's `SizeVarAllocator` also reasons with the ShapeEnv's ranges and guards.
 """
 from __future__ import annotations
 
@@ -64,7 +67,8 @@ def bounds(expr, ranges) -> tuple[int, int] | None:
     if expr.is_Integer:
         return int(expr), int(expr)
     if expr.is_Symbol:
-        return (0, ranges[expr] - 1) if expr in ranges else None
+        known = expr in ranges and _is_int(ranges[expr])
+        return (0, int(ranges[expr]) - 1) if known else None
     if expr.is_Add or expr.is_Mul:
         parts = [bounds(a, ranges) for a in expr.args]
         if any(p is None for p in parts):
@@ -77,12 +81,25 @@ def bounds(expr, ranges) -> tuple[int, int] | None:
                 corners = (lo * plo, lo * phi, hi * plo, hi * phi)
                 lo, hi = min(corners), max(corners)
         return lo, hi
-    if isinstance(expr, FloorDiv):
+    if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
         b, d = bounds(expr.args[0], ranges), int(expr.args[1])
         return None if b is None else (b[0] // d, b[1] // d)
-    if isinstance(expr, ModularIndexing):
+    if isinstance(expr, ModularIndexing) and expr.args[2].is_Integer:
         return 0, int(expr.args[2]) - 1
     return None
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) or getattr(x, "is_Integer", False)
+
+
+def _coeff_func(term):
+    """c*f → (c, f) with f a FloorDiv or ModularIndexing and c the rest (a number, or a
+    product with size symbols); (term's numeric coefficient, rest) otherwise."""
+    for f in sympy.Mul.make_args(term):
+        if isinstance(f, (FloorDiv, ModularIndexing)):
+            return term / f, f
+    return term.as_coeff_Mul()
 
 
 def _split_divisible(base, divisor):
@@ -118,13 +135,13 @@ def _join_terms(expr):
     with ModularIndexing(x, d*m, n) in place of the FloorDiv: digits put back together."""
     terms = list(sympy.Add.make_args(expr))
     for t1 in terms:
-        c1, f1 = t1.as_coeff_Mul()
+        c1, f1 = _coeff_func(t1)
         for t2 in terms:
-            c2, f2 = t2.as_coeff_Mul()
+            c2, f2 = _coeff_func(t2)
             if t1 is t2 or not isinstance(f2, ModularIndexing) or not isinstance(f1, (FloorDiv, ModularIndexing)):
                 continue
             x, d, m = f2.args
-            if f1.args[0] != x or f1.args[1] != d * m or c1 != c2 * m:
+            if f1.args[0] != x or f1.args[1] != d * m or sympy.expand(c1 - c2 * m) != 0:
                 continue
             joined = FloorDiv(x, d) if isinstance(f1, FloorDiv) else ModularIndexing(x, d, m * f1.args[2])
             rest = [t for t in terms if t is not t1 and t is not t2]
@@ -141,6 +158,8 @@ def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
         if joined != expr:
             return simplify_with_ranges(joined, ranges)
     args = [simplify_with_ranges(a, ranges) for a in expr.args]
+    if isinstance(expr, (FloorDiv, ModularIndexing)) and not all(_is_int(a) for a in args[1:]):
+        return expr.func(*args)   # by a symbolic size: only _join_terms simplifies it
     if isinstance(expr, FloorDiv):
         base, divisor = args[0], int(args[1])
         factored = _factor_out(base, divisor, ranges)
@@ -185,15 +204,36 @@ def _c_printer():
         truncating division agrees with floor division."""
 
         def _print_FloorDiv(self, expr):
-            return f"(({self._print(expr.args[0])}) / {self._print(expr.args[1])})"
+            return f"(({self._print(expr.args[0])}) / {self._atom(expr.args[1])})"
 
         def _print_ModularIndexing(self, expr):
-            base, div, mod = (self._print(a) for a in expr.args)
+            base, div, mod = self._print(expr.args[0]), self._atom(expr.args[1]), self._atom(expr.args[2])
             inner = f"({base})" if div == "1" else f"(({base}) / {div})"
             return f"({inner} % {mod})"
 
+        def _atom(self, expr):   # a divisor or modulus: a symbolic one (32*s0) in parentheses
+            text = self._print(expr)
+            return text if expr.is_Atom else f"({text})"
+
         def _print_Integer(self, expr):
             return f"{int(expr)}L" if abs(int(expr)) >= 2**31 else str(int(expr))
+
+        def _print_Max(self, expr):   # torch's strides hold Max(1, s0): integers, not fmax
+            return self._minmax("max", expr.args)
+
+        def _print_Min(self, expr):
+            return self._minmax("min", expr.args)
+
+        def _minmax(self, f, args):
+            first, *rest = args
+            return self._print(first) if not rest else \
+                f"std::{f}<int64_t>({self._print(first)}, {self._minmax(f, rest)})"
+
+        def _print_Pow(self, expr):   # s0**2 (symbolic sizes) → (s0*s0): integer arithmetic
+            base, exp = expr.args
+            if exp.is_Integer and exp > 0:
+                return "(" + "*".join([self.parenthesize(base, 100)] * int(exp)) + ")"
+            return super()._print_Pow(expr)
 
     return CIndexPrinter()
 
@@ -201,6 +241,28 @@ def _c_printer():
 @functools.lru_cache(maxsize=4096)
 def cexpr(expr) -> str:
     return _c_printer().doprint(expr)
+
+
+@functools.lru_cache(maxsize=None)
+def _py_printer():
+    from sympy.printing.pycode import PythonCodePrinter
+
+    class PyIndexPrinter(PythonCodePrinter):
+        """Prints size expressions as Python (the wrapper's `s0*16`, `s0 // 2`)."""
+
+        def _print_FloorDiv(self, expr):
+            return f"(({self._print(expr.args[0])}) // ({self._print(expr.args[1])}))"
+
+        def _print_ModularIndexing(self, expr):
+            base, div, mod = (self._print(a) for a in expr.args)
+            return f"((({base}) // ({div})) % ({mod}))"
+
+    return PyIndexPrinter()
+
+
+def pexpr(expr) -> str:
+    """A size (int or SymPy expression) as Python source."""
+    return str(expr) if isinstance(expr, int) else _py_printer().doprint(expr)
 
 
 def evaluate(expr, env: dict):

@@ -17,8 +17,9 @@ Storage:
     slices all become a `reindex` function and, in the end, a SymPy index expression.
 
 Simplified: one `View` class instead of Inductor's many view nodes; layouts are either
-fixed (inputs, outputs, externs) or contiguous; sizes are ints (dynamic shapes are
-specialised per concrete shape before lowering: capture/specialize.py).
+fixed (inputs, outputs, externs) or contiguous. Sizes, strides and offsets are ints, or
+SymPy expressions of the graph's size symbols when it is compiled generic in its sizes
+(ir/sizevars.py).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import torch
 from ..ops_handler import PrintHandler
 from ..virtualized import V, ops
 from .indexing import index_vars, simplify_with_ranges
+from .sizevars import as_expr, is_static
 
 SUPPORTED_DTYPES = {
     torch.float32, torch.float64, torch.float16, torch.bfloat16,
@@ -42,7 +44,7 @@ def contiguous_strides(size) -> list[int]:
     strides, acc = [], 1
     for s in reversed(size):
         strides.append(acc)
-        acc *= max(s, 1)
+        acc *= max(s, 1) if is_static(s) else s
     return list(reversed(strides))
 
 
@@ -317,7 +319,7 @@ class View(IRNode):
     `reindex(index)` of `data`. Every view op (reshape, permute, slice...) is one of these."""
 
     def __init__(self, data: IRNode, size: list[int], reindex: Callable[[list], list]):
-        self.data, self.size, self.reindex = data, [int(s) for s in size], reindex
+        self.data, self.size, self.reindex = data, [as_expr(s) for s in size], reindex
 
     def get_size(self):
         return list(self.size)
@@ -372,13 +374,19 @@ def strided_view_of(node: IRNode) -> tuple[Buffer, Layout] | None:
     expr = sympy.expand(simplify_with_ranges(expr, dict(zip(vars_, size))))
     offset = expr.subs({v: 0 for v in vars_})
     strides = [expr.coeff(v) if n != 1 else 0 for v, n in zip(vars_, size)]
-    if not offset.is_Integer or not all(sympy.sympify(s).is_Integer for s in strides):
+    sizevars = V.graph.sizevars
+    if not all(_is_size(sympy.sympify(s), sizevars) for s in [offset, *strides]):
         return None
     rebuilt = offset + sum((s * v for s, v in zip(strides, vars_)), sympy.Integer(0))
-    if sympy.expand(rebuilt - expr) != 0 or int(offset) < 0 or any(int(s) < 0 for s in strides):
+    if sympy.expand(rebuilt - expr) != 0 or not all(sizevars.statically_known_leq(0, s) for s in [offset, *strides]):
         return None
-    layout = Layout(buf.get_device(), buf.get_dtype(), size, [int(s) for s in strides], int(offset))
+    layout = Layout(buf.get_device(), buf.get_dtype(), size, [as_expr(s) for s in strides], as_expr(offset))
     return buf, layout
+
+
+def _is_size(expr, sizevars) -> bool:
+    """An int, or an expression of size symbols only (no loop variable, no loaded index)."""
+    return expr.is_Integer or all(sizevars.is_size_symbol(s) for s in expr.free_symbols)
 
 
 class ReinterpretView(IRNode):

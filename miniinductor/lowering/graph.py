@@ -5,6 +5,12 @@ an `InputBuffer`, each `call_function` node calls the op's lowering (registry.py
 when there is none, becomes an `ExternKernel` that calls ATen at run time; the output
 node realizes every returned value with the strides eager would give it.
 
+Symbolic sizes: a graph traced in Dynamo's ShapeEnv keeps its sizes as SymPy expressions
+of the size symbols (`self.sizevars`, ir/sizevars.py): a SymInt placeholder binds its
+symbol, a node computing a size (`sym_size`, `s0 * 16`) is its expression, and any failure
+while lowering such a graph is a `SymbolicUnsupported` naming the op (the graph is then
+compiled per shape: capture/aot.py).
+
 The graph's device (which, with `Config.cpu_backend`, picks the backend policy: C++ or
 Triton kernels, codegen/policy.py) is read from every node's
 `meta["val"]`, not only from the inputs: a graph may have none (`torch.arange(8,
@@ -47,6 +53,7 @@ from ..ir.nodes import (
     strided_view_of,
     unwrap_buffer,
 )
+from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, is_static, shape_env_of
 from ..ops_handler import RecordingHandler
 from ..virtualized import V
 from .registry import find_lowering
@@ -130,6 +137,8 @@ class GraphLowering(torch.fx.Interpreter):
         self._device = graph_device(gm, example_inputs)
         self.policy = policy or policy_for(self._device, config)   # what is backend-specific
         self._by_name: dict[str, Buffer] = {}
+        self.sizevars = SizeVarAllocator(shape_env_of(example_inputs))   # sizes: ints or of s0, s1...
+        self.symbol_inputs: dict[str, object] = {}   # a SymInt input's name → its symbol
 
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
@@ -137,6 +146,10 @@ class GraphLowering(torch.fx.Interpreter):
 
     def current_node_name(self) -> str:
         return self._node.name
+
+    def current_size(self) -> list:
+        """The current node's output size (ints, or expressions of the size symbols)."""
+        return as_exprs(self.current_meta().shape)
 
     def current_meta(self):
         val = self._node.meta.get("val") if self._node is not None else None
@@ -180,17 +193,31 @@ class GraphLowering(torch.fx.Interpreter):
     def run_node(self, node):
         self._node = node
         try:
-            self.node_values[node.name] = value = super().run_node(node)
+            if node.op == "call_function" and isinstance(node.meta.get("val"), torch.SymInt):
+                value = as_expr(node.meta["val"])   # a size computed from sizes (sym_size, s0*16...)
+            else:
+                value = super().run_node(node)
+            self.node_values[node.name] = value
             return value
+        except SymbolicUnsupported:
+            raise
+        except Exception as exc:   # with symbolic sizes: this graph is compiled per shape instead
+            if self.sizevars.symbolic:
+                first_line = (str(exc).strip().splitlines() or [""])[0]
+                raise SymbolicUnsupported(f"{node.target}: {type(exc).__name__}: {first_line}") from exc
+            raise
         finally:
             self._node = None
 
     def placeholder(self, target, args, kwargs):
         example = super().placeholder(target, args, kwargs)
         name = self._node.name
-        if not isinstance(example, torch.Tensor):
-            return example  # a SymInt or Python scalar: used as a constant
-        layout = Layout(example.device, example.dtype, list(example.shape), list(example.stride()))
+        if not isinstance(example, torch.Tensor):   # a size (SymInt) or Python scalar: a constant
+            self.graph_input_names.append(name)      # (the wrapper binds a SymInt's symbol)
+            if isinstance(example, torch.SymInt):
+                self.symbol_inputs[name] = as_expr(example)
+            return as_expr(example)
+        layout = Layout(example.device, example.dtype, as_exprs(example.shape), as_exprs(example.stride()))
         buf = InputBuffer(name, layout)
         self.graph_inputs[name] = buf
         self.graph_input_names.append(name)
@@ -302,7 +329,7 @@ class GraphLowering(torch.fx.Interpreter):
         meta = self._node.meta.get("val")
 
         def layout_of(t):
-            return Layout(t.device, t.dtype, list(t.shape), list(t.stride()))
+            return Layout(t.device, t.dtype, as_exprs(t.shape), as_exprs(t.stride()))
         origins = [self._node.name]   # as a ComputedBuffer's: the FX nodes it was lowered from
         if isinstance(meta, torch.Tensor):
             return self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason, origins))
@@ -387,6 +414,15 @@ def _storable_stride(size, stride) -> list[int] | None:
     (an expand's 0) give None: contiguous (such outputs are views, found before this)."""
     if len(stride) != len(size):
         return None
+    stride = as_exprs(stride)
+    if not all(map(is_static, [*stride, *size])):   # symbolic: in the traced order, where provable
+        known = V.graph.sizevars
+        reach = 1
+        for s, n in sorted(((s, n) for s, n in zip(stride, size) if n != 1), key=lambda p: known.size_hint(p[0])):
+            if not known.statically_known_leq(reach, s):
+                return None
+            reach = s * n
+        return stride
     reach = 1
     for s, n in sorted((s, n) for s, n in zip(stride, size) if n != 1):
         if s < reach:
@@ -397,6 +433,6 @@ def _storable_stride(size, stride) -> list[int] | None:
 
 def _same_strides(layout, stride) -> bool:
     """Whether `layout` has the strides `stride` (None: any) on its dims longer than 1."""
-    return stride is None or all(a == b for a, b, n in zip(layout.stride, stride, layout.size)
+    return stride is None or all(a == b for a, b, n in zip(layout.stride, as_exprs(stride), layout.size)
                                  if n != 1)
 

@@ -11,11 +11,15 @@ Simplified: type promotion is delegated to `torch._prims_common.elementwise_dtyp
 """
 from __future__ import annotations
 
+import itertools
+
+import sympy
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 from torch._prims_common import elementwise_dtypes
 
 from ..ir.nodes import IRNode, Pointwise, StorageBox, View
+from ..ir.sizevars import is_static
 from ..virtualized import V, ops
 from .registry import aten, prims, register_lowering
 
@@ -25,7 +29,15 @@ def is_ir(x) -> bool:
 
 
 def broadcast_shapes(*sizes) -> list[int]:
-    return list(torch.broadcast_shapes(*[tuple(s) for s in sizes]))
+    if all(map(is_static, itertools.chain(*sizes))):
+        return list(torch.broadcast_shapes(*[tuple(s) for s in sizes]))
+    out = []   # symbolic: a dim is its non-1 sizes' (proved or guarded equal)
+    for dims in itertools.zip_longest(*[list(reversed(s)) for s in sizes], fillvalue=1):
+        longer = [d for d in dims if d != 1]
+        out.append(longer[0] if longer else 1)
+        for d in longer[1:]:
+            V.graph.sizevars.guard_equals(d, longer[0])
+    return out[::-1]
 
 
 def expand_to(x: IRNode, size: list[int]) -> IRNode:
@@ -42,7 +54,8 @@ def expand_to(x: IRNode, size: list[int]) -> IRNode:
 
 def meta_of(x):
     """A stand-in for promotion rules: tensors keep their rank (0-d ranks below n-d)."""
-    return torch.empty(x.get_size(), dtype=x.get_dtype(), device="meta") if is_ir(x) else x
+    return torch.empty([n if is_static(n) else 2 for n in x.get_size()], dtype=x.get_dtype(),
+                       device="meta") if is_ir(x) else 2 if isinstance(x, sympy.Expr) else x
 
 
 def promote(args, kind) -> tuple[torch.dtype, torch.dtype]:
@@ -59,6 +72,8 @@ def device_of(args) -> torch.device:
 
 def loader_in(x, size, dtype):
     """fn(index) → the value of `x` (IR node or Python scalar) at `index`, as `dtype`."""
+    if isinstance(x, sympy.Expr):   # a size used as a value (x / x.shape[0])
+        return lambda index: ops.index_expr(x, dtype)
     if not is_ir(x):
         return lambda index: ops.constant(x, dtype)
     load = expand_to(x, size).make_loader()
@@ -232,7 +247,7 @@ def _dtype_device(kwargs, fallback_dtype=None):
 def full(*args, **kwargs):
     dtype, device = _dtype_device(kwargs)
     packet = V.graph.current_target().overloadpacket
-    size = V.graph.current_meta().shape
+    size = V.graph.current_size()
     if packet in (aten.full, aten.new_full, aten.full_like):
         value = args[-1]
     elif packet is aten.scalar_tensor:
@@ -247,7 +262,6 @@ def full(*args, **kwargs):
 @register_lowering(aten.arange, prims.iota)
 def arange(*args, **kwargs):
     dtype, device = _dtype_device(kwargs)
-    meta = V.graph.current_meta()
     if V.graph.current_target().overloadpacket is prims.iota:
         start, step = kwargs["start"], kwargs["step"]
     else:
@@ -262,7 +276,7 @@ def arange(*args, **kwargs):
             value = ops.add(ops.mul(ops.to_dtype(i, torch.float64), ops.constant(float(step), torch.float64)),
                             ops.constant(float(start), torch.float64))
         return ops.to_dtype(value, dtype)
-    return StorageBox(Pointwise(device, dtype, inner_fn, list(meta.shape)))
+    return StorageBox(Pointwise(device, dtype, inner_fn, V.graph.current_size()))
 
 
 

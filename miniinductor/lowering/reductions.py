@@ -26,6 +26,7 @@ from ..codegen.common import innermost_strides
 from ..codegen.policy import reduces_columns, reduction_splits
 from ..ir.indexing import FloorDiv, ModularIndexing, index_vars
 from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
+from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
 from .pointwise import make_pointwise
@@ -180,7 +181,7 @@ def mean(x, dims=None, keepdim=False, dtype=None):
     count = 1
     for d in _dims(x, dims):
         count *= x.get_size()[d]
-    return make_pointwise(lambda v, n: ops.truediv(v, n), (total, float(count)), acc, out)
+    return make_pointwise(lambda v, n: ops.truediv(v, n), (total, _count(count)), acc, out)
 
 
 @register_lowering(aten.amax, aten.amin)
@@ -221,7 +222,18 @@ def var(x, dims=None, correction=None, keepdim=False, output_dtype=None, **kwarg
     count = 1
     for d in _dims(x, dims):
         count *= x.get_size()[d]
-    mean_ = make_pointwise(lambda v, n: ops.truediv(v, n), (make_reduction(x32, dims, True, "sum"), float(count)), acc)
+    mean_ = make_pointwise(lambda v, n: ops.truediv(v, n), (make_reduction(x32, dims, True, "sum"), _count(count)), acc)
     deviation = make_pointwise(lambda v, m: ops.mul(ops.sub(v, m), ops.sub(v, m)), (x32, mean_), acc)
     total = make_reduction(deviation, dims, keepdim, "sum")
-    return make_pointwise(lambda v, n: ops.truediv(v, n), (total, float(max(count - correction, 0))), acc, x.get_dtype())
+    if is_static(count):
+        count = max(count - correction, 0)
+    elif V.graph.sizevars.statically_known_leq(correction, count):
+        count = count - correction
+    else:
+        raise SymbolicUnsupported(f"var of {count} elements with correction {correction}: may be negative")
+    return make_pointwise(lambda v, n: ops.truediv(v, n), (total, _count(count)), acc, x.get_dtype())
+
+
+def _count(n):
+    """A number of elements to divide by: a float, or (symbolic) the size expression."""
+    return float(n) if is_static(n) else n

@@ -17,13 +17,14 @@ import torch
 
 from ..ir.indexing import FloorDiv, ModularIndexing
 from ..ir.nodes import Layout, Pointwise, ReinterpretView, StorageBox, View, strided_view_of
+from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..virtualized import V, ops
 from .pointwise import broadcast_shapes, expand_to, is_ir, make_pointwise
 from .registry import aten, prims, register_lowering
 
 
 def _out_size():
-    return list(V.graph.current_meta().shape)
+    return V.graph.current_size()
 
 
 def reshape(x, new_size):
@@ -83,12 +84,18 @@ def slice_(x, dim=0, start=None, end=None, step=1):
     return _slice_view(x, dim, start, end, step)
 
 
-def _slice_view(x, dim, start, end, step):
+def _slice_view(x, dim, start, end, step, length=None):
     size = x.get_size()
     dim = dim % len(size)
-    start, end, step = slice(start, end, step).indices(size[dim])
     new = list(size)
-    new[dim] = len(range(start, end, step))
+    if all(map(is_static, (size[dim], start or 0, end or 0, step))):
+        start, end, step = slice(start, end, step).indices(size[dim])
+        new[dim] = len(range(start, end, step))
+    else:   # symbolic: the length is the meta's (Dynamo's, guarded); the start must be >= 0
+        start = 0 if start is None else start + size[dim] if is_static(start) and start < 0 else start
+        if not V.graph.sizevars.statically_known_leq(0, start):
+            raise SymbolicUnsupported(f"slice from {start}, which may be negative")
+        new[dim] = V.graph.current_size()[dim] if length is None else length
 
     def reindex(index):
         index = list(index)
@@ -145,15 +152,15 @@ def cat(tensors, dim=0):
 
     def inner_fn(index):
         pos = ops.index_expr(index[dim], torch.int64)
-        value = ops.masked(ops.ge(pos, ops.constant(starts[-2], torch.int64)),
+        value = ops.masked(ops.ge(pos, _int(starts[-2])),
                            lambda: load_part(len(tensors) - 1, index), 0)
         for k in range(len(tensors) - 2, -1, -1):
             # both bounds: a load that runs only where its own part is, so its index (which
             # may divide `pos - start`) never sees a negative base (the last part's bound is
             # the end of the output; the first's, zero)
-            inside = ops.lt(pos, ops.constant(starts[k + 1], torch.int64))
+            inside = ops.lt(pos, _int(starts[k + 1]))
             if k > 0:
-                inside = ops.logical_and(ops.ge(pos, ops.constant(starts[k], torch.int64)), inside)
+                inside = ops.logical_and(ops.ge(pos, _int(starts[k])), inside)
             value = ops.where(inside, ops.masked(inside, lambda k=k: load_part(k, index), 0), value)
         return value
     return StorageBox(Pointwise(tensors[0].get_device(), dtype, inner_fn, size))
@@ -175,12 +182,17 @@ def constant_pad_nd(x, pad, value=0.0):
                 continue
             pos = ops.index_expr(shifted[d], torch.int64)
             inside = ops.logical_and(ops.ge(pos, ops.constant(0, torch.int64)),
-                                     ops.lt(pos, ops.constant(size[d], torch.int64)))
+                                     ops.lt(pos, _int(size[d])))
             mask = inside if mask is None else ops.logical_and(mask, inside)
         if mask is None:
             return load(shifted)
         return ops.masked(mask, lambda: load(shifted), value)
     return StorageBox(Pointwise(x.get_device(), dtype, inner_fn, out))
+
+
+def _int(n):
+    """An int64 value in a loop body: a constant, or a size symbol's value (`s0`)."""
+    return ops.constant(n, torch.int64) if is_static(n) else ops.index_expr(n, torch.int64)
 
 
 def _indirect(index_node, size, index):
@@ -328,6 +340,6 @@ def split(x, sizes, dim=0):
         sizes = [min(sizes, size[dim] - s) for s in range(0, size[dim], sizes)] or [0]
     pieces, start = [], 0
     for n in sizes:
-        pieces.append(_slice_view(x, dim, start, start + n, 1))
+        pieces.append(_slice_view(x, dim, start, start + n, 1, length=n))
         start += n
     return tuple(pieces)

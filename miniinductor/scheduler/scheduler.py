@@ -27,6 +27,7 @@ from ..codegen.policy import BackendPolicy
 from ..config import Config
 from ..ir.indexing import canonical_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction, TemplateBuffer
+from ..ir.sizevars import as_expr, size_hint
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
 from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes, template_problem
@@ -34,7 +35,7 @@ from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_p
 
 def canonical(sizes) -> list[int]:
     """Sizes without the 1s: the loops a kernel actually runs."""
-    return [int(n) for n in sizes if n != 1]
+    return [as_expr(n) for n in sizes if n != 1]
 
 
 def expand_index(sizes, symbols) -> list:
@@ -153,7 +154,7 @@ class Scheduler:
     def __init__(self, buffers, output_names: set[str], config: Config, inputs=()):
         self.config = config
         self.output_names = set(output_names)
-        self.nbytes = {b.get_name(): math.prod(b.get_size()) * b.get_dtype().itemsize
+        self.nbytes = {b.get_name(): size_hint(math.prod(b.get_size())) * b.get_dtype().itemsize
                        for b in list(buffers) + list(inputs) if b.layout is not None}
         self.decisions: list[FusionDecision] = []
         self.nodes = self.create_nodes(buffers)

@@ -1,0 +1,152 @@
+"""Symbolic sizes: the graph's size symbols (`s0`, `s1`...) and what is known about them.
+
+Mirrors `torch/_inductor/sizevars.py` (`SizeVarAllocator`). Under dynamic shapes Dynamo's
+ShapeEnv names each varying size with a SymPy symbol and records what it knows of it: a
+range (`s0 >= 2`: sizes 0 and 1 are specialised), a value seen while tracing (the *hint*)
+and the guards. A `SymInt`'s `node.expr` is already such an expression; lowering keeps it,
+so a buffer's size is `[s0, 64]`, a loop runs to `s0` and the kernel takes `s0` as an
+argument. Three kinds of question, as in Inductor:
+
+  * `statically_known_*`: true for every size the compiled graph will ever see (proved
+    from the ShapeEnv's ranges and guards); False when unknown. Correctness may rest on it.
+  * `size_hint`: the value traced with. Heuristics only (parallel or not, a memory plan's
+    byte counts), never correctness.
+  * `guard_equals`: an equality we rely on, added to the ShapeEnv as a guard (Dynamo checks
+    it before each call and recompiles when it fails).
+
+Simplified: no replacements or precomputed sizes, no unbacked (data-dependent) symbols:
+a graph with those is not compiled symbolically (`SymbolicUnsupported`). A static graph has
+a `SizeVarAllocator()` without a ShapeEnv, whose sizes are all ints.
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+import torch.utils._sympy.functions as torch_sympy
+
+from ..virtualized import V
+
+MAX_MIN = (sympy.Max, sympy.Min, torch_sympy.Max, torch_sympy.Min)   # SymPy's and torch's own
+
+
+class SymbolicUnsupported(Exception):
+    """This graph cannot be compiled generic in its sizes (yet): the caller compiles it once
+    per concrete shape instead (capture/specialize.py). The message says which op and why."""
+
+
+def as_expr(x):
+    """A size as the compiler keeps it: an int, or a SymPy expression of the size symbols
+    (a SymInt's own expression: reading it does not guard, unlike `int(x)`)."""
+    if isinstance(x, torch.SymInt):
+        x = x.node.expr
+    if isinstance(x, sympy.Basic):
+        if x.has(*MAX_MIN) and V.has_graph():   # contiguous strides hold Max(1, s0)
+            x = V.graph.sizevars.simplify(x)
+        return int(x) if x.is_Integer else x
+    return x
+
+
+def as_exprs(sizes) -> list:
+    return [as_expr(s) for s in sizes]
+
+
+def size_hint(x) -> int:
+    """`x` as an int: itself, or the current graph's traced value of it (heuristics only)."""
+    if isinstance(x, int):
+        return x
+    return V.graph.sizevars.size_hint(x)
+
+
+def is_static(x) -> bool:
+    return isinstance(x, int) or (isinstance(x, sympy.Basic) and x.is_Integer)
+
+
+def shape_env_of(example_inputs):
+    """Dynamo's ShapeEnv, read from the inputs' symbolic sizes (None for a static graph)."""
+    for x in example_inputs:
+        items = [x] if isinstance(x, torch.SymInt) else list(x.shape) + list(x.stride()) \
+            if isinstance(x, torch.Tensor) and x.layout == torch.strided else []
+        for s in items:
+            if isinstance(s, torch.SymInt) and not s.node.expr.is_Integer:
+                return s.node.shape_env
+    return None
+
+
+class SizeVarAllocator:
+    def __init__(self, shape_env=None):
+        self.shape_env = shape_env
+
+    @property
+    def symbolic(self) -> bool:
+        return self.shape_env is not None
+
+    @property
+    def var_to_val(self) -> dict:
+        """Each size symbol's traced value (the hint)."""
+        env = self.shape_env
+        return getattr(env, "backed_var_to_val", None) or env.var_to_val if env is not None else {}
+
+    def is_size_symbol(self, s) -> bool:
+        return s in self.var_to_val
+
+    def free_symbols(self, expr) -> set[sympy.Symbol]:
+        """The size symbols `expr` reads (not loop variables, not indirect indices)."""
+        if self.shape_env is None or not isinstance(expr, sympy.Basic):
+            return set()
+        return {s for s in expr.free_symbols if self.is_size_symbol(s)}
+
+    def simplify(self, expr):
+        """`expr` with each Max/Min that the ShapeEnv's facts decide replaced by its winner."""
+        def decide(e):
+            better = sympy.Le if type(e).__name__ == "Max" else sympy.Ge
+            for a in e.args:
+                if all(self.statically_known_true(better(b, a)) for b in e.args if b is not a):
+                    return a
+            return e
+        return expr.replace(lambda e: isinstance(e, MAX_MIN), decide)
+
+    def size_hint(self, expr) -> int:
+        """The value traced with: for heuristics only."""
+        if isinstance(expr, int):
+            return expr
+        expr = sympy.sympify(expr)
+        if not expr.is_Integer and self.shape_env is not None:
+            expr = expr.xreplace(self.var_to_val)
+        return int(expr)
+
+    def statically_known_true(self, cond) -> bool:
+        cond = sympy.sympify(cond)
+        if cond in (sympy.true, sympy.false):
+            return bool(cond)
+        if self.shape_env is None:
+            return False
+        return self.shape_env._maybe_evaluate_static(cond) == sympy.true
+
+    def statically_known_equals(self, a, b) -> bool:
+        return self.statically_known_true(sympy.Eq(sympy.sympify(a), sympy.sympify(b)))
+
+    def statically_known_leq(self, a, b) -> bool:
+        return self.statically_known_true(sympy.Le(sympy.sympify(a), sympy.sympify(b)))
+
+    def statically_known_lt(self, a, b) -> bool:
+        return self.statically_known_true(sympy.Lt(sympy.sympify(a), sympy.sympify(b)))
+
+    def guard_equals(self, a, b):
+        """`a`, relying on a == b: proved, or added to the ShapeEnv as a guard; raises
+        SymbolicUnsupported when the traced sizes already disagree."""
+        if self.statically_known_equals(a, b):
+            return a
+        if self.shape_env is None or self.size_hint(a) != self.size_hint(b):
+            raise SymbolicUnsupported(f"{a} == {b} does not hold")
+        self.shape_env.evaluate_expr(sympy.Eq(sympy.sympify(a), sympy.sympify(b)), hint=True)
+        return a
+
+    def guard_leq(self, a, b) -> bool:
+        """Whether a <= b for the traced sizes, guarded (Dynamo recompiles if it changes)."""
+        if self.statically_known_leq(a, b):
+            return True
+        result = self.size_hint(a) <= self.size_hint(b)
+        if self.shape_env is not None:
+            cond = sympy.Le(sympy.sympify(a), sympy.sympify(b))
+            self.shape_env.evaluate_expr(cond if result else sympy.Not(cond), hint=True)
+        return result
