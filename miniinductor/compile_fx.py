@@ -15,8 +15,11 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      dead_code_elimination
                      fuse                  fusion rounds, by bytes saved (scheduler/)
                      fuse_mix_order        row + column reductions of one input (Triton)
+                     combine_kernels       independent pointwise kernels → combo kernels
+                                           (combo_kernels; scheduler/combo.py)
                      order                 the kernels in a topological order
-    generate_kernels                       one C++ or Triton kernel per fused group (codegen/)
+    generate_kernels                       one C++ or Triton kernel per fused group (codegen/),
+                                           a combo's parts in one kernel (codegen/combo.py)
     memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
     WrapperCodeGen.generate                the Python module with call(args) (codegen/wrapper.py)
     load_wrapper                           build the kernels and import the module (runtime/)
@@ -39,6 +42,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from . import metrics
 from .capture import capture
 from .capture.specialize import has_symbolic_inputs
+from .codegen.combo import COMBO_KERNELS
 from .codegen.common import MissingStore
 from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
@@ -53,6 +57,7 @@ from .runtime.cpp_builder import write_source
 from .runtime.cudagraphs import cudagraphify
 from .runtime.triton_runtime import precompile_all
 from .scheduler import FusedGroup, Scheduler
+from .scheduler.combo import ComboGroup, combine_kernels
 from .virtualized import V
 
 log = logging.getLogger("miniinductor")
@@ -99,6 +104,8 @@ def schedule(graph: GraphLowering, config: Config) -> Scheduler:
         scheduler.fuse()
         if graph.policy.mix_order_reduction:
             scheduler.fuse_mix_order(graph.policy)
+        if config.combo_kernels:
+            combine_kernels(scheduler)
     scheduler.order()
     return scheduler
 
@@ -124,9 +131,10 @@ def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
     where the backend writes in place.)"""
     removed = removable_buffers(group, scheduler)
     writes_in_place = graph is not None and graph.policy.writes_in_place
+    make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
     while True:
         inplace = inplace_buffers(group, scheduler, graph, removed) if writes_in_place else {}
-        kernel = KERNELS[backend](group, config, removed, inplace)
+        kernel = make(group, config, removed, inplace)
         try:
             for node in group.nodes:
                 kernel.codegen_node(node)

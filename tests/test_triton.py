@@ -33,6 +33,7 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
+from miniinductor.codegen.combo import TritonComboKernel  # noqa: E402
 from miniinductor.codegen.common import MissingStore  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.codegen.triton_tiling import kernel_for_group  # noqa: E402
@@ -44,6 +45,7 @@ from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup  # noqa: E402
+from miniinductor.scheduler.combo import ComboGroup  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 
@@ -64,9 +66,10 @@ def removable(group, scheduler) -> set[str]:
 def make_kernel(group, scheduler, config, setup=None) -> TritonKernel:
     removed = removable(group, scheduler)
     while True:
-        kernel = kernel_for_group(group, config, removed)
-        if setup is not None:
-            setup(kernel)
+        kernel = TritonComboKernel(group, config, removed) if isinstance(group, ComboGroup) \
+            else kernel_for_group(group, config, removed)
+        for part in getattr(kernel, "subkernels", [kernel]) if setup is not None else ():
+            setup(part)
         try:
             for node in group.nodes:
                 kernel.codegen_node(node)

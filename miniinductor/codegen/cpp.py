@@ -285,36 +285,43 @@ class CppKernel(Kernel):
         return (block.kind == "reduction" and not block.has_argreduction and all(b.kind == "outer" for b in rest)
                 and all(op for op, _ in block.omp_reductions))
 
-    def codegen(self) -> str:
-        code = IndentedBuffer()
+    def params(self) -> list[str]:
+        """The C parameters: the pointers of `args`, inputs const."""
         params = [f"const {DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
                   for n, p in self.args.input_buffers.items() if n not in self.args.output_buffers]
-        params += [f"{DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
-                   for n, p in self.args.output_buffers.items()]
-        code.writeline(f'extern "C" void {self.name}({", ".join(params)}) {{')
+        return params + [f"{DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
+                         for n, p in self.args.output_buffers.items()]
+
+    def codegen(self) -> str:
+        code = IndentedBuffer()
+        code.writeline(f'extern "C" void {self.name}({", ".join(self.params())}) {{')
         with code.indent():
-            columns = self.reduces_columns()
-            loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
-            if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
-                loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
-            pragma, depth = self._parallel_pragma([-(-size // step) for _, size, step in loops])
-            only_outer = all(b.kind == "outer" for b in self.blocks)
-            for k, (var, size, step) in enumerate(loops):
-                if k == 0 and pragma:
-                    code.writeline(pragma)
-                elif k == len(self.ranges) - 1 and only_outer and k >= depth:
-                    code.writeline("#pragma omp simd")
-                code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += {step}) {{")
-                code._indent += 1
-            if columns:
-                self._codegen_column_tile(code)
-            for block in [] if columns else self.blocks:
-                self._codegen_block(code, block)
-            for _ in self.ranges:
-                code._indent -= 1
-                code.writeline("}")
+            self.codegen_loops(code)
         code.writeline("}")
         return code.getvalue()
+
+    def codegen_loops(self, code):
+        """The loop nest and its blocks (a combo kernel runs several in one function)."""
+        columns = self.reduces_columns()
+        loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
+        if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
+            loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
+        pragma, depth = self._parallel_pragma([-(-size // step) for _, size, step in loops])
+        only_outer = all(b.kind == "outer" for b in self.blocks)
+        for k, (var, size, step) in enumerate(loops):
+            if k == 0 and pragma:
+                code.writeline(pragma)
+            elif k == len(self.ranges) - 1 and only_outer and k >= depth:
+                code.writeline("#pragma omp simd")
+            code.writeline(f"for (int64_t {var} = 0; {var} < {size}; {var} += {step}) {{")
+            code._indent += 1
+        if columns:
+            self._codegen_column_tile(code)
+        for block in [] if columns else self.blocks:
+            self._codegen_block(code, block)
+        for _ in self.ranges:
+            code._indent -= 1
+            code.writeline("}")
 
     def _codegen_column_tile(self, code):
         """One tile of columns: an array of accumulators per reduction, the reduction loops
