@@ -121,19 +121,19 @@ def test_decisions_and_sources():
     assert kernel.source.count("#pragma omp for nowait") == 3 and "#pragma omp single nowait" in kernel.source
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_inplace_not_over_an_input_another_part_reads(backend):
-    """t = x @ w dies in the combo of t + 1 and t[:2] * 2: t + 1 may not be written over t
-    (the other part reads t: in C++ it runs later, in Triton beside)."""
+def test_inplace_not_over_an_input_another_part_reads():
+    """t = x @ w dies in the combo of t[:2] * 2 and t + 1. Alone, t + 1 would be written
+    over t (C++: every read of t comes before or in the writing node); in a combo it may not
+    be: in the OpenMP region the other part's `omp for nowait` may still be reading t."""
     def fn(x, w):
         t = x @ w
-        return t + 1, t[:2] * 2
+        return t[:2] * 2, t + 1
     x, w = torch.randn(6, 5), torch.randn(5, 6)
-    compiled = miniinductor.compile(fn, **BACKENDS[backend])
     with collect_compiled() as graphs:
-        got = compiled(x, w)
+        got = miniinductor.compile(fn)(x, w)
     (cg,) = graphs
-    assert any(isinstance(g, ComboGroup) for g in cg.scheduler.schedule), cg.scheduler
+    (kernel,) = cg.kernels.values()
+    assert kernel.name.startswith("cpp_for_") and not kernel.inplace, (kernel.name, kernel.inplace)
     for g, e in zip(got, fn(x, w)):
         torch.testing.assert_close(g, e)
 

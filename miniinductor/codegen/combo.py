@@ -8,17 +8,19 @@ buffers. Each part gets an ordinary kernel (a *sub-kernel*: CppKernel or TritonK
 treats a combo like any kernel (buffers kept in registers, MissingStore retries).
 
 C++: one function; inside one `#pragma omp parallel` region (when the parts have
-`parallel_min_numel` elements in all) each part's loop nest is an `omp for ... nowait`
-(legal: no part reads what another writes; the region's end waits for all), a 0-d part
-an `omp single nowait`. The parts share one set of pointer arguments.
+`parallel_min_numel` elements in all) the loop nest of each part of at least
+`parallel_min_numel` elements is an `omp for ... nowait`, shared out among the threads;
+a smaller part is an `omp single nowait`, run whole by the first thread to reach it while
+the others go on to the next parts. No barrier between parts (legal: no part reads what
+another writes); the region's end waits for all. The parts share one set of pointers.
 
     extern "C" void cpp_for_fused_add_..._0(const float* __restrict__ in_ptr0, ...) {
         #pragma omp parallel
         {
-            // part 0: buf0 over [4096]
+            // part 0: buf0 over [65536]
             #pragma omp for nowait
-            for (int64_t i0 = 0; i0 < 4096; i0 += 1) { ... }
-            // part 1: buf1 over []
+            for (int64_t i0 = 0; i0 < 65536; i0 += 1) { ... }
+            // part 1: buf1 over [64]
             #pragma omp single nowait
             { ... }
         }
@@ -35,15 +37,14 @@ kernel splits the program ids into one range per part, and its grid is their sum
         triton_for_fused_add_0_part1(in_ptr1, out_ptr1, pid - 4, XBLOCK1)
 
 An in-place write (an output over a dying input) is kept only where no other part reads
-that input: a C++ part running later, or a Triton program running beside, would see it
-overwritten.
+that input: the other part, on another thread (C++, nowait) or in another program
+(Triton), could read it after it was overwritten.
 
 Simplified: pointwise parts only, one num_warps for the whole kernel (the largest a part
 wants), no round-robin dispatch and no autotuning of a combo (max_autotune leaves it alone).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from ..runtime.triton_runtime import HELPERS, cdiv
@@ -87,14 +88,15 @@ class ComboKernel:
 
 
 class CppSubKernel(CppKernel):
-    """A part of a C++ combo: its outer loop is an orphaned `omp for ... nowait`, which
-    binds to the combo's parallel region (without one, the loops run on one thread)."""
-
-    in_region = False
+    """A part of a C++ combo: the outer loop of a part big enough to share out is an
+    orphaned `omp for ... nowait`, which binds to the combo's parallel region."""
 
     def _parallel_pragma(self, sizes):
         pragma, depth = super()._parallel_pragma(sizes)
         return (pragma.replace("parallel for", "for") + " nowait", depth) if pragma else ("", 0)
+
+    def shared_out(self) -> bool:
+        return self._parallel_pragma(self.ranges)[0] != ""
 
 
 class CppComboKernel(ComboKernel):
@@ -104,16 +106,10 @@ class CppComboKernel(ComboKernel):
         self.args = None
         super().__init__(*args)
 
-    @property
-    def in_region(self) -> bool:
-        return self.numel >= self.config.parallel_min_numel
-
     def make_subkernel(self, k, part):
         if self.args is None:   # the parts share one set of pointers
             self.args = KernelArgs(self.inplace)
-        # in the region every loop nest is shared out (a part alone might be too small)
-        config = dataclasses.replace(self.config, parallel_min_numel=0) if self.in_region else self.config
-        kernel = CppSubKernel(f"{self.name}_part{k}", part.R, [], config, self.removed)
+        kernel = CppSubKernel(f"{self.name}_part{k}", part.R, [], self.config, self.removed)
         kernel.args = self.args
         return kernel
 
@@ -121,21 +117,22 @@ class CppComboKernel(ComboKernel):
         code = IndentedBuffer()
         code.writeline(f'extern "C" void {self.name}({", ".join(self.subkernels[0].params())}) {{')
         with code.indent():
-            if self.in_region:
+            region = self.numel >= self.config.parallel_min_numel
+            if region:
                 code.writelines(["#pragma omp parallel", "{"])
                 code._indent += 1
             for k, sub in enumerate(self.subkernels):
                 code.writeline(f"// {self.part_comment(k)}")
-                if sub.ranges:
+                if sub.shared_out():
                     sub.codegen_loops(code)
                     continue
-                if self.in_region:   # a 0-d part: once, by any one thread
+                if region:   # a small part: whole, by the first thread to get here
                     code.writeline("#pragma omp single nowait")
                 code.writeline("{")
                 with code.indent():
                     sub.codegen_loops(code)
                 code.writeline("}")
-            if self.in_region:
+            if region:
                 code._indent -= 1
                 code.writeline("}")
         code.writeline("}")
