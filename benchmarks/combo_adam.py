@@ -49,7 +49,7 @@ def make_step(backend: str, params, foreach):
 
 def mean_ms(step, sync, target_s=0.2) -> float:
     calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < target_s:
+    while time.perf_counter() - start < target_s:
         step()
         calls += 1
     sync()
