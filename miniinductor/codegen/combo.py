@@ -123,12 +123,12 @@ class CppComboKernel(ComboKernel):
                 code._indent += 1
             for k, sub in enumerate(self.subkernels):
                 code.writeline(f"// {self.part_comment(k)}")
-                if sub.shared_out():
+                if sub.shared_out() or (sub.ranges and not region):
                     sub.codegen_loops(code)
                     continue
                 if region:   # a small part: whole, by the first thread to get here
                     code.writeline("#pragma omp single nowait")
-                code.writeline("{")
+                code.writeline("{")   # (a 0-d part's variables are not in a loop's scope)
                 with code.indent():
                     sub.codegen_loops(code)
                 code.writeline("}")
