@@ -16,9 +16,12 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      dead_code_elimination
                      fuse                  fusion rounds, by bytes saved (scheduler/)
                      fuse_mix_order        row + column reductions of one input (Triton)
+                     combine_kernels       independent pointwise kernels → combo kernels
+                                           (combo_kernels; scheduler/combo.py)
                      order                 the kernels in a topological order
     generate_kernels                       one C++ or Triton kernel per fused group (codegen/; a group
-                                           holding a GEMM template: codegen/triton_template.py):
+                                           holding a GEMM template: codegen/triton_template.py;
+                                           a combo's parts in one kernel: codegen/combo.py):
                      removable_buffers     which buffers stay in registers, from the kernel's
                                            block plan, before its code is generated
     memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
@@ -42,6 +45,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from . import metrics
 from .capture import capture
+from .codegen.combo import COMBO_KERNELS
 from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
@@ -56,6 +60,7 @@ from .runtime.cpp_builder import write_source
 from .runtime.cudagraphs import cudagraphify
 from .runtime.triton_runtime import precompile_all
 from .scheduler import FusedGroup, Scheduler
+from .scheduler.combo import ComboGroup, combine_kernels
 from .virtualized import V
 
 log = logging.getLogger("miniinductor")
@@ -102,6 +107,8 @@ def schedule(graph: GraphLowering, config: Config) -> Scheduler:
         scheduler.fuse()
         if graph.policy.mix_order_reduction:
             scheduler.fuse_mix_order(graph.policy)
+        if config.combo_kernels:
+            combine_kernels(scheduler)
     scheduler.order()
     return scheduler
 
@@ -125,10 +132,11 @@ KERNELS = {
 def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
     """The kernel of one fused group, its code generated. (`graph`: decide in-place writes
     where the backend writes in place.)"""
-    kernel = KERNELS[backend](group, config)
+    make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
+    kernel = make(group, config)
     kernel.removed = removable_buffers(group, scheduler, kernel)
     if graph is not None and graph.policy.writes_in_place:
-        kernel.args.inplace = inplace_buffers(group, scheduler, graph, kernel.removed)
+        kernel.set_inplace(inplace_buffers(group, scheduler, graph, kernel.removed))
     for node in group.nodes:
         kernel.codegen_node(node)
     return kernel

@@ -83,6 +83,8 @@ class Config:
     "Triton: a row and a column reduction of the same input share one kernel that reads it once."
     mix_order_min_numel: int = 2**22
     "... when that input has at least this many elements (below, the extra launches cost more)."
+    combo_kernels: bool = True
+    "After fusion, independent pointwise kernels (an optimizer step's, one per parameter) share a few combo kernels."
     max_fusion_size: int = 64
     "The most nodes one fused kernel may hold."
     realize_reads_threshold: int = 4

@@ -44,6 +44,7 @@ def non_default_options(tmp_path) -> dict:
         "fusion": False,
         "mix_order_reduction": False,
         "mix_order_min_numel": 0,
+        "combo_kernels": False,
         "max_fusion_size": 2,
         "realize_reads_threshold": 1,
         "realize_opcount_threshold": 1,

@@ -33,6 +33,7 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
+from miniinductor.codegen.combo import TritonComboKernel  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.codegen.triton_tiling import kernel_for_group  # noqa: E402
 from miniinductor.compile_fx import lower, removable_buffers, schedule  # noqa: E402
@@ -43,6 +44,7 @@ from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup  # noqa: E402
+from miniinductor.scheduler.combo import ComboGroup  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 
@@ -55,10 +57,10 @@ def _as_tuple(fn):
 
 
 def make_kernel(group, scheduler, config, setup=None) -> TritonKernel:
-    kernel = kernel_for_group(group, config)
+    kernel = TritonComboKernel(group, config) if isinstance(group, ComboGroup) else kernel_for_group(group, config)
     kernel.removed = removable_buffers(group, scheduler, kernel)   # as compile_fx decides them
-    if setup is not None:
-        setup(kernel)
+    for part in getattr(kernel, "subkernels", [kernel]) if setup is not None else ():
+        setup(part)
     for node in group.nodes:
         kernel.codegen_node(node)
     return kernel

@@ -342,6 +342,10 @@ class Kernel:
         self.block.written.add(node.get_name())
 
     # ------------------------------------------------------------------ the plan
+    def set_inplace(self, inplace: dict[str, str]):
+        """Output buffer → dying input whose memory it is written over (decided before codegen)."""
+        self.args.inplace = dict(inplace)
+
     def store_key(self, index):
         """What a store of `index` is remembered by (the index's text, or what it is made from),
         computed without side effects: `reads_out_of_scope` matches loads to stores with it."""

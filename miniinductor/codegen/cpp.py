@@ -308,22 +308,26 @@ class CppKernel(Kernel):
         return (block.kind == "reduction" and not block.has_argreduction and all(b.kind == "outer" for b in rest)
                 and all(op for op, _ in block.omp_reductions))
 
-    def codegen(self) -> str:
-        code = IndentedBuffer()
+    def params(self) -> list[str]:
+        """The C parameters: the pointers of `args`, inputs const."""
         params = [f"const {DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
                   for n, p in self.args.input_buffers.items() if n not in self.args.output_buffers]
         params += [f"{DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
                    for n, p in self.args.output_buffers.items()]
+        return params + [f"const int64_t {s}" for s in self.args.size_names()]   # sizes: s0, s1...
+
+    def codegen(self) -> str:
         body = IndentedBuffer()
         with body.indent():
-            self._codegen_loops(body)
-        params += [f"const int64_t {s}" for s in self.args.size_names()]   # sizes: s0, s1...
-        code.writeline(f'extern "C" void {self.name}({", ".join(params)}) {{')
+            self.codegen_loops(body)   # first: the loops note the size symbols they print
+        code = IndentedBuffer()
+        code.writeline(f'extern "C" void {self.name}({", ".join(self.params())}) {{')
         code.splice(body)
         code.writeline("}")
         return code.getvalue()
 
-    def _codegen_loops(self, code):
+    def codegen_loops(self, code):
+        """The loop nest and its blocks (a combo kernel runs several in one function)."""
         columns = self.reduces_columns()
         loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
         if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
