@@ -28,6 +28,7 @@ import math
 import networkx as nx
 
 from ..codegen.triton_tiling import tile_split
+from ..ir.sizevars import is_static
 from .fusion import FusionDecision
 from .scheduler import FusedGroup
 
@@ -65,6 +66,8 @@ def combinable(group) -> str | None:
         return "not a generated kernel"
     if group.is_reduction or group.Q or group.transposed:
         return "a reduction"
+    if not all(map(is_static, group.R)):
+        return "symbolic sizes (a combo's program ranges are fixed at compile time)"
     if math.prod(group.R) >= COMBO_MAX_NUMEL:
         return f"{math.prod(group.R)} elements (at least COMBO_MAX_NUMEL={COMBO_MAX_NUMEL})"
     if tile_split(group) is not None:
