@@ -2,7 +2,7 @@
 
     python benchmarks/per_call.py                  # CPU (and CUDA if present): the table
     python benchmarks/per_call.py --profile        # + cProfile of 10k of our calls per case
-    python benchmarks/per_call.py --device cpu --repeats 5
+    python benchmarks/per_call.py --device cpu --cpu-time   # CPU time, on a loaded machine
 
 Cases (fp32, inference under ``torch.no_grad()``, batch 1):
   mlp        six Linear(256, 256) + ReLU layers on a [1, 256] input
@@ -58,9 +58,9 @@ def compiled_with(backend: str, fn):
     return torch.compile(fn, backend="miniinductor" if backend == "torch.compile mini" else "inductor")
 
 
-def mean_us(fn, args, sync, target_s: float) -> float:
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < target_s:
+def mean_us(fn, args, sync, target_s: float, clock=time.perf_counter) -> float:
+    calls, start = 0, clock()
+    while (elapsed := clock() - start) < target_s:
         for _ in range(10):
             fn(*args)
         calls += 10
@@ -68,7 +68,7 @@ def mean_us(fn, args, sync, target_s: float) -> float:
     return 1e6 * elapsed / calls
 
 
-def run(device: str, repeats: int, target_s: float, profile: bool):
+def run(device: str, repeats: int, target_s: float, profile: bool, clock):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     print(f"\n{device}: {torch.cuda.get_device_name() if device == 'cuda' else f'{torch.get_num_threads()} threads'}")
     print("| case | eager µs | miniinductor.compile µs | torch.compile mini µs | Inductor µs "
@@ -86,7 +86,7 @@ def run(device: str, repeats: int, target_s: float, profile: bool):
         times = {b: [] for b in backends}
         for _ in range(repeats):   # interleaved, so that a change of load hits all three
             for b, compiled in backends.items():
-                times[b].append(mean_us(compiled, args, sync, target_s))
+                times[b].append(mean_us(compiled, args, sync, target_s, clock))
         med = {b: statistics.median(t) for b, t in times.items()}
         print(f"| {name} | " + " | ".join(f"{med[b]:.1f}" for b in BACKENDS) +
               f" | {med['eager'] / med['miniinductor']:.2f} | {med['eager'] / med['inductor']:.2f} |", flush=True)
@@ -108,11 +108,14 @@ def main():
     p.add_argument("--repeats", type=int, default=9)
     p.add_argument("--target-s", type=float, default=0.1)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time by the process's CPU time, not the wall clock (on a shared, loaded machine)")
     args = p.parse_args()
+    clock = time.process_time if args.cpu_time else time.perf_counter
     devices = args.device or (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
     with torch.no_grad():
         for device in devices:
-            run(device, args.repeats, args.target_s, args.profile)
+            run(device, args.repeats, args.target_s, args.profile, clock)
 
 
 if __name__ == "__main__":
