@@ -15,7 +15,7 @@ inputs (capture/aot.py). FSDP2 (`fully_shard`) works on gloo and the CPU in torc
 Dynamo leaves its hooks out of the graph, so each Block's forward is compiled between them.
 
 Quick suite: DDP in one process (DDPOptimizer splits the same way) and a compiled graph
-called under a FakeTensorMode (compile_fx.fake_runs_the_aten_graph). Sweep: DDP and FSDP2
+called under a FakeTensorMode (compile_fx.runtime_call). Sweep: DDP and FSDP2
 with two processes.
 """
 from __future__ import annotations

@@ -11,10 +11,12 @@
   device choice is checked here on fake CUDA tensors (FakeTensorMode needs no GPU); the
   same graphs run on a GPU in test_gpu.py. Their CPU versions are compiled here.
 """
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import USING_MINIINDUCTOR, check, clone_input, compile_fn, randint, randn
+from conftest import USING_MINIINDUCTOR, check, clone_input, compile_fn, randint, randn, requires_miniinductor
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -42,6 +44,9 @@ LAYOUT_CASES = {
     "result_and_its_views": (lambda x: (lambda y: (y, y.t(), y[1:, ::2]))(x + 1), lambda: (randn(4, 6),)),
     "views_of_input": (lambda x: (x.t(), x[:, 1:3], x.expand(2, 4, 6)), lambda: (randn(4, 6),)),
     "transposed_input_pointwise": (lambda x: x.t().exp(), lambda: (randn(3, 4),)),
+    # size-1 dims of views handed to extern ops (test_extern_args_size_one_strides)
+    "size_one_views_into_mm": (lambda x, y, w: (x @ w, y[1:2] @ w, w.t() @ y[1:2].t()),
+                               lambda: (randn(1, 16), randn(4, 16), randn(16, 8))),
     # as_strided: of an input, of a result, overlapping (eager's output is a view of x * 2)
     "as_strided_of_input": (lambda x: x.as_strided((3, 3), (1, 3), 1) * 2, lambda: (randn(12),)),
     "as_strided_of_result": (lambda x: (x * 2).as_strided((3, 3), (1, 3), 1), lambda: (randn(12),)),
@@ -75,6 +80,24 @@ LAYOUT_CASES = {
 def test_layout_case(name):
     fn, make_inputs = LAYOUT_CASES[name]
     check(fn, *make_inputs())
+
+
+@requires_miniinductor
+def test_extern_args_size_one_strides():
+    """Our views give a size-1 dim the stride 0 (the index never moves along it), which BLAS
+    takes for a leading dimension too small: ATen copied the matrix at every call. The wrapper
+    hands ATen the buffer itself where the view is the buffer's layout, else the size-1 dim's
+    contiguous stride."""
+    import miniinductor
+    fn, make_inputs = LAYOUT_CASES["size_one_views_into_mm"]
+    (cg,) = miniinductor.explain(fn, *make_inputs()).graphs
+    calls = [line for line in cg.wrapper_source.splitlines() if "torch.ops.aten.mm" in line]
+    assert len(calls) == 3 and "mm.default(arg0_1, " in calls[0], calls   # x @ w: x itself
+    views = re.findall(r"reinterpret\(\w+, \(([\d, ]*)\), \(([\d, ]*)\)", "\n".join(calls))
+    assert views, calls
+    for size, stride in views:
+        for n, s in zip(size.split(","), stride.split(",")):
+            assert n.strip() != "1" or s.strip() != "0", (size, stride, calls)
 
 
 # --------------------------------------------------------------------------- gradients

@@ -147,7 +147,7 @@ torch.testing.assert_close(unfused(list(args))[0], softmax_fn(*args)[0])
 #   no longer keeps the inputs alive, so they can be freed as early as possible);
 # * **allocates** each buffer that must exist in memory with `empty_strided` (eager's
 #   strides for outputs);
-# * **launches** kernels with raw data pointers (`c_void_p(t.data_ptr())`) and extern
+# * **launches** kernels with raw data pointers (`t.data_ptr()`, declared `c_void_p`) and extern
 #   ATen ops by name; the comment after a kernel call names the FX nodes its buffers
 #   came from;
 # * **`del`s** each buffer after its last use, and returns the outputs.

@@ -20,7 +20,7 @@ import sympy
 import torch
 
 from ..ir.indexing import pexpr
-from ..ir.nodes import Buffer, ComputedBuffer, MultiOutput, ReinterpretView
+from ..ir.nodes import Buffer, ComputedBuffer, Layout, MultiOutput, ReinterpretView
 from ..ir.sizevars import SymbolicUnsupported
 from ..scheduler import FusedGroup
 from ..virtualized import V
@@ -71,6 +71,27 @@ def op_path(op) -> str:
     return f"{op.__module__}.{op.__name__}"
 
 
+def extern_arg(value):
+    """`value` as an extern op's argument. A view's dims of size 1 get the strides a contiguous
+    tensor would have (the index analysis gives them 0, which BLAS takes for a leading dimension
+    too small: ATen would copy the matrix at every call); a view that is then its buffer's own
+    layout is passed as the buffer itself (no `reinterpret` at run time)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(extern_arg(v) for v in value)
+    if isinstance(value, dict):
+        return {k: extern_arg(v) for k, v in value.items()}
+    if not isinstance(value, ReinterpretView):
+        return value
+    lay, stride = value.layout, list(value.layout.stride)
+    for i in reversed(range(len(stride))):
+        if lay.size[i] == 1:
+            stride[i] = stride[i + 1] * max(lay.size[i + 1], 1) if i + 1 < len(stride) else 1
+    base = value.data.layout
+    if lay.offset == 0 and (list(lay.size), stride) == (list(base.size), list(base.stride)):
+        return value.data
+    return ReinterpretView(value.data, Layout(lay.device, lay.dtype, list(lay.size), stride, lay.offset))
+
+
 def _names_in(value) -> list[str]:
     if isinstance(value, (Buffer, ReinterpretView)):
         return [value.get_name()]
@@ -95,9 +116,8 @@ class WrapperCodeGen:
                 kernel = self.kernels[item.kernel_name]
                 inplace = kernel.inplace
                 allocs = [n for n in item.get_names() if n not in kernel.removed and n not in inplace]
-                if kernel.language == "cpp":   # C functions take raw pointers (and int64 sizes) ...
-                    ptrs = ", ".join([f"c_void_p({n}.data_ptr())" for n in kernel.args]
-                                     + [f"c_int64({s})" for s in kernel.size_args])
+                if kernel.language == "cpp":   # C functions take raw pointers (declared c_void_p) and int64 sizes ...
+                    ptrs = ", ".join([f"{n}.data_ptr()" for n in kernel.args] + list(kernel.size_args))
                 else:                          # ... Triton launchers take the tensors
                     ptrs = ", ".join(kernel.args + kernel.size_args)
                 lines = [f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
@@ -125,6 +145,9 @@ class WrapperCodeGen:
         lay = buf.layout
         if buf.get_name() in plan.reuse:
             old = plan.reuse[buf.get_name()]
+            old_lay = self.graph.get_buffer(old).layout
+            if (list(old_lay.size), list(old_lay.stride)) == (list(lay.size), list(lay.stride)):   # no view to make
+                return f"{buf.get_name()} = {old}; del {old}  # reuse"
             return f"{buf.get_name()} = reinterpret({old}, {pysize(lay.size)}, {pysize(lay.stride)}, 0); del {old}  # reuse"
         if lay.device.type == "cpu" or lay.device == self._guarded_device():
             return (f"{buf.get_name()} = empty_strided_{lay.device.type}"
@@ -150,7 +173,8 @@ class WrapperCodeGen:
             lay = node.layout
             return [f"{name} = check_layout({node.parent.get_name()}[{node.index}], "
                     f"{pysize(lay.size)}, {pysize(lay.stride)})"]
-        args = ", ".join([pyrepr(a) for a in node.args] + [f"{k}={pyrepr(v)}" for k, v in node.kwargs.items()])
+        args = ", ".join([pyrepr(extern_arg(a)) for a in node.args] +
+                         [f"{k}={pyrepr(extern_arg(v))}" for k, v in node.kwargs.items()])
         line = f"{name} = {op_path(node.op)}({args})"
         if node.layout is None:
             return [line]
@@ -163,7 +187,8 @@ class WrapperCodeGen:
             code.writeline("CPP_SOURCE = r'''")
             code.lines.extend("\n\n".join(k.source for k in self.kernels.values()).splitlines())
             code.writeline("'''")
-            code.writeline(f"_kernels = load_kernels(CPP_SOURCE, {names!r}, cxx={self.config.cxx!r})")
+            arg_counts = {name: (len(kernel.args), len(kernel.size_args)) for name, kernel in self.kernels.items()}
+            code.writeline(f"_kernels = load_kernels(CPP_SOURCE, {arg_counts!r}, cxx={self.config.cxx!r})")
             code.writelines(f"{name} = _kernels[{name!r}]" for name in names)
         else:  # one Python module per Triton kernel (triton.jit needs a real file)
             interpret = self.graph.current_device().type == "cpu"
@@ -218,7 +243,6 @@ class WrapperCodeGen:
         code.writelines([
             f"# miniinductor generated wrapper for {self.graph.name}",
             "import torch",
-            "from ctypes import c_void_p",
             "from miniinductor.runtime.cpp_builder import load_kernels",
             "from miniinductor.runtime.helpers import check_layout, empty_strided_cpu, empty_strided_cuda, reinterpret",
             "from miniinductor.runtime.triton_runtime import load_module",

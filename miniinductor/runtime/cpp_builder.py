@@ -99,8 +99,12 @@ def build(source: str, cxx: str | None = None) -> Path:
     return lib
 
 
-def load_kernels(source: str, names: list[str], cxx: str | None = None) -> dict:
-    """Build (or fetch from the cache) and return {name: ctypes function}."""
+def load_kernels(source: str, names: list[str] | dict[str, int], cxx: str | None = None) -> dict:
+    """Build (or fetch from the cache) and return {name: ctypes function}. Given {name: (number
+    of pointer arguments, number of int64 size arguments after them)}, each function declares
+    them `c_void_p` and `c_int64`: it then takes plain ints (`t.data_ptr()`, `s0`), which ctypes
+    converts faster than `c_void_p(t.data_ptr())` objects. (Undeclared, a Python int would be
+    passed as a 32-bit C int.)"""
     if not names:
         return {}
     lib = ctypes.CDLL(str(build(source, cxx)))
@@ -108,5 +112,8 @@ def load_kernels(source: str, names: list[str], cxx: str | None = None) -> dict:
     for name in names:
         fn = getattr(lib, name)
         fn.restype = None
+        if isinstance(names, dict):
+            pointers, sizes = names[name]
+            fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int64] * sizes
         kernels[name] = fn
     return kernels
