@@ -22,6 +22,7 @@ Realization (when a value stops being inlined and becomes a buffer):
 """
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 
@@ -137,6 +138,11 @@ class GraphLowering(torch.fx.Interpreter):
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
         return self._node.target
+
+    @functools.cached_property
+    def fx_targets(self) -> dict:
+        """FX node name → its target (kernel names are made of their origins' targets)."""
+        return {n.name: n.target for n in self.module.graph.nodes}
 
     def current_node_name(self) -> str:
         return self._node.name
