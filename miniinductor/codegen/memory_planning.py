@@ -151,14 +151,13 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
     for k, step in enumerate(steps):
         for name in step.allocs:
             entries = pool.get(MemoryPlan._key(get_buffer(name)), [])
-            for entry in entries:
-                old, died = entry
+            while entries:   # oldest first; one that does not fit now never will (the steps it
+                old, died = entries.pop(0)   # would be held over only grow, the timeline only rises)
                 held = range(died + 1, k)
-                if all(timeline[j] + size[old] <= limit for j in held):
+                if not held or max(timeline[died + 1:k]) + size[old] <= limit:
                     for j in held:
                         timeline[j] += size[old]
                     reuse[name] = old
-                    entries.remove(entry)
                     break
         for n in dies[k]:
             if n in poolable:
