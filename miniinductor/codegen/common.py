@@ -255,7 +255,7 @@ class ScopeAnalysis(RecordingHandler):
 def fused_name(origins) -> str:
     """`fused_add_native_layer_norm`: the sorted ATen ops of a kernel's FX origins (Inductor's
     `get_fused_kernel_name` with descriptive names from the original ATen ops)."""
-    targets = {n.name: n.target for n in V.graph.module.graph.nodes} if V.has_graph() else {}
+    targets = V.graph.fx_targets if V.has_graph() else {}
     ops = sorted({getattr(targets[o], "_opname", None) or getattr(targets[o], "__name__", str(targets[o]))
                   for o in origins if o in targets})
     return "_".join(["fused", *ops[:KERNEL_NAME_MAX_OPS]])

@@ -158,20 +158,21 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
     limit = max(timeline, default=0)
     # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
     #    keeping it alive until then never lifts the timeline above that peak
-    pool: list[tuple[str, int]] = []            # (dead buffer, step it died at)
+    pool: dict[tuple, list[tuple[str, int]]] = {}   # key → (dead buffer, step it died at), oldest first
     for k, step in enumerate(steps):
         for name in step.allocs:
-            key = MemoryPlan._key(get_buffer(name))
-            for entry in pool:
-                old, died = entry
+            entries = pool.get(MemoryPlan._key(get_buffer(name)), [])
+            while entries:   # oldest first; one that does not fit now never will (the steps it
+                old, died = entries.pop(0)   # would be held over only grow, the timeline only rises)
                 held = range(died + 1, k)
-                if MemoryPlan._key(get_buffer(old)) == key and all(timeline[j] + size[old] <= limit for j in held):
+                if not held or max(timeline[died + 1:k]) + size[old] <= limit:
                     for j in held:
                         timeline[j] += size[old]
                     reuse[name] = old
-                    pool.remove(entry)
                     break
-        pool += [(n, k) for n in dies[k] if n in poolable]
+        for n in dies[k]:
+            if n in poolable:
+                pool.setdefault(MemoryPlan._key(get_buffer(n)), []).append((n, k))
     reused = set(reuse.values())
     for k in range(len(steps)):
         freed = [n for n in dies[k] if n not in reused]
@@ -202,11 +203,14 @@ def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
             r = root.get(inp)
             if r is not None:
                 end[r] = len(nodes) if node.op == "output" else max(end.get(r, k), k)
+    ending = {}   # step → the roots whose last user it is
+    for r in size:
+        ending.setdefault(end[r], []).append(r)
     live = peak = 0
     for k, node in enumerate(nodes):
         live += size.get(node, 0)
         peak = max(peak, live)
-        live -= sum(size[r] for r in size if end.get(r, k) == k)
+        live -= sum(size[r] for r in ending.get(k, ()))
     return peak
 
 

@@ -25,6 +25,7 @@ value's body or a load of its buffer), and buffers are numbered as they are made
 """
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 
@@ -143,6 +144,11 @@ class GraphLowering(torch.fx.Interpreter):
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
         return self._node.target
+
+    @functools.cached_property
+    def fx_targets(self) -> dict:
+        """FX node name → its target (kernel names are made of their origins' targets)."""
+        return {n.name: n.target for n in self.module.graph.nodes}
 
     def current_node_name(self) -> str:
         return self._node.name

@@ -165,7 +165,10 @@ class Scheduler:
         self.original_order = {id(g): k for k, g in enumerate(self.groups)}
         self.schedule: list = []                   # set by `order`
         self._readers: dict[str, list] = {}        # buffer → groups of the schedule that read it
-        self._deps: nx.DiGraph | None = None       # dependency graph of `groups`, until a merge
+        self._deps: nx.DiGraph | None = None       # dependency graph of `groups`, kept up to date by merge
+        self._slots: list = []                     # `groups` in a topological order (None: a merged-away slot)
+        self._position: dict = {}                  # group → its index in _slots
+        self._rank: dict | None = None             # id(node) → its index in `nodes`
 
     # ------------------------------------------------------------------ passes
     @staticmethod
@@ -190,7 +193,7 @@ class Scheduler:
             self.nodes = alive
         alive = {id(n) for n in self.nodes}
         self.groups = [g for g in self.groups if all(id(n) in alive for n in getattr(g, "nodes", [g]))]
-        self._deps = None
+        self._deps = self._rank = None
 
     def fuse(self):
         for _ in range(10):
@@ -202,12 +205,14 @@ class Scheduler:
         candidates = []
         groups = [g for g in self.groups if isinstance(g, FusedGroup)]
         position = {id(g): k for k, g in enumerate(self.groups)}
-        for i, a in enumerate(groups):
+        readers = {}   # buffer → the groups that read it: a pair shares at least one buffer
+        for g in groups:
+            for name in self._read(g):
+                readers.setdefault(name, []).append(g)
+        for a in groups:
             a_names = {d.name for n in a.nodes for d in n.reads + n.writes}
-            for b in groups[i + 1:]:
-                b_reads = {d.name for n in b.nodes for d in n.reads}
-                if not a_names & b_reads:
-                    continue
+            later = {id(b): b for name in a_names for b in readers.get(name, ()) if position[id(b)] > position[id(a)]}
+            for b in later.values():   # (the sort below orders the pairs whatever order they come in)
                 score = shared_bytes(a, b, lambda name: self.nbytes.get(name, 0))
                 distance = position[id(b)] - position[id(a)]
                 candidates.append((-score, distance, position[id(a)], a, b))
@@ -227,13 +232,37 @@ class Scheduler:
 
     def merge(self, a, b, R, Q) -> FusedGroup:
         """Replace groups a and b by one group over (R, Q), its nodes in program order."""
-        rank = {id(n): k for k, n in enumerate(self.nodes)}
-        merged = FusedGroup(sorted(a.nodes + b.nodes, key=lambda n: rank[id(n)]), R, Q)
+        if self._rank is None:
+            self._rank = {id(n): k for k, n in enumerate(self.nodes)}
+        merged = FusedGroup(sorted(a.nodes + b.nodes, key=lambda n: self._rank[id(n)]), R, Q)
         self.groups[self.groups.index(a)] = merged
         self.groups.remove(b)
         self.original_order[id(merged)] = min(self.original_order[id(a)], self.original_order[id(b)])
-        self._deps = None
+        if self._deps is not None:
+            self._contract(a, b, merged)
         return merged
+
+    def _contract(self, a, b, merged):
+        """a and b become `merged` in the dependency graph and in the topological order. The
+        groups between them that depend on the earlier one move after `merged`: none of them
+        leads to the later one (else path_between would have refused the fusion), so the
+        order stays topological, and only the slots between a and b change."""
+        graph, slots, position = self._deps, self._slots, self._position
+        first, last = sorted((a, b), key=position.__getitem__)
+        start, end = position[first], position[last]
+        after = self._reach(first, graph.successors, lambda g: position[g] < end)
+        del position[first], position[last]
+        window = [g for g in slots[start + 1:end] if g is not None]
+        slots[start:end + 1] = [g for g in window if g not in after] + [merged] + [g for g in window if g in after] \
+            + [None] * (end - start - len(window))
+        for k in range(start, end + 1):
+            if slots[k] is not None:
+                position[slots[k]] = k
+        preds = {p for g in (a, b) for p in graph.predecessors(g)} - {a, b}
+        succs = {s for g in (a, b) for s in graph.successors(g)} - {a, b}
+        graph.remove_nodes_from((a, b))
+        graph.add_node(merged)
+        graph.add_edges_from([(p, merged) for p in preds] + [(merged, s) for s in succs])
 
     def fuse_mix_order(self, policy: BackendPolicy):
         """Pair each row-reducing group with a column-reducing group over the same rows that
@@ -282,10 +311,16 @@ class Scheduler:
         return shape, f"{kind}, loops {shape[0]}" + (f" x {shape[1]}" if shape[1] else "")
 
     def dependency_graph(self) -> nx.DiGraph:
-        """Edges writer → reader between the groups; built once per merge, not per query."""
+        """Edges writer → reader between the groups (the groups themselves are the graph's
+        nodes), and a topological order of them; built once, then updated by each merge."""
         if self._deps is None:
             self._deps = self._build_dependency_graph()
+            self._slots = list(nx.lexicographical_topological_sort(self._deps, key=self._original_order))
+            self._position = {g: k for k, g in enumerate(self._slots)}
         return self._deps
+
+    def _original_order(self, group) -> int:
+        return self.original_order[id(group)]
 
     def _build_dependency_graph(self) -> nx.DiGraph:
         writer = {}
@@ -294,30 +329,40 @@ class Scheduler:
                 writer[name] = g
         graph = nx.DiGraph()
         for g in self.groups:
-            graph.add_node(id(g))
+            graph.add_node(g)
             for name in self._read(g):
                 if name in writer and writer[name] is not g:
-                    graph.add_edge(id(writer[name]), id(g))
+                    graph.add_edge(writer[name], g)
         return graph
 
+    @staticmethod
+    def _reach(start, step, inside) -> set:
+        """The groups reachable from `start` by `step` (successors or predecessors) through
+        groups for which `inside` holds."""
+        seen, todo = set(), [start]
+        while todo:
+            for g in step(todo.pop()):
+                if g not in seen and inside(g):
+                    seen.add(g)
+                    todo.append(g)
+        return seen
+
     def path_between(self, a, b) -> str | None:
-        """The name of a node outside a and b on a path between them, or None."""
-        graph = self.dependency_graph()
-        between = (nx.descendants(graph, id(a)) & nx.ancestors(graph, id(b))) | \
-            (nx.descendants(graph, id(b)) & nx.ancestors(graph, id(a)))
-        between -= {id(a), id(b)}
+        """The name of a node outside a and b on a path between them, or None. Such a node
+        sits between the two in the topological order, so both searches stay in that window."""
+        graph, position = self.dependency_graph(), self._position
+        first, last = sorted((a, b), key=position.__getitem__)
+        lo, hi = position[first], position[last]
+        between = self._reach(first, graph.successors, lambda g: position[g] < hi) & \
+            self._reach(last, graph.predecessors, lambda g: position[g] > lo)
         if not between:
             return None
-        by_id = {id(g): g for g in self.groups}
-        return by_id[min(between, key=lambda k: self.original_order.get(k, 0))].get_name()
+        return min(between, key=self._original_order).get_name()
 
     def order(self) -> list:
         """The schedule: a topological order of the groups, close to the original; kernels
         are named in it (kernel0, kernel1, ...)."""
-        graph = self.dependency_graph()
-        by_id = {id(g): g for g in self.groups}
-        ids = nx.lexicographical_topological_sort(graph, key=lambda k: self.original_order[k])
-        self.schedule = [by_id[k] for k in ids]
+        self.schedule = list(nx.lexicographical_topological_sort(self.dependency_graph(), key=self._original_order))
         for k, group in enumerate(g for g in self.schedule if isinstance(g, FusedGroup)):
             group.kernel_name = f"kernel{k}"
         self._readers = {}
