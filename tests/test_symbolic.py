@@ -113,7 +113,10 @@ def test_kernels_take_the_sizes_as_arguments():
     (kernel,) = graph.kernels.values()
     assert kernel.size_args and all(f"const int64_t {s}" in kernel.source for s in kernel.size_args)
     s0 = kernel.size_args[0]
-    assert f"{s0} = arg" in graph.wrapper_source and f"c_int64({s0})" in graph.wrapper_source
+    assert f"{s0} = arg" in graph.wrapper_source   # read from the inputs at run time
+    # passed after the pointers, declared c_int64 by load_kernels' (pointers, sizes) counts
+    assert f".data_ptr(), {', '.join(kernel.size_args)})" in graph.wrapper_source
+    assert f"{(len(kernel.args), len(kernel.size_args))!r}" in graph.wrapper_source
     assert s0 in str(graph.graph)   # the printed IR shows the symbols
 
 

@@ -78,12 +78,12 @@ def combinable(group) -> str | None:
 def combine_kernels(scheduler) -> list[ComboGroup]:
     """Replace runs of combinable groups of one generation by ComboGroups (the module
     docstring says which); record a decision for each."""
-    graph, by_id = scheduler.dependency_graph(), {id(g): g for g in scheduler.groups}
+    graph = scheduler.dependency_graph()   # its nodes are the groups
     position = {id(g): k for k, g in enumerate(scheduler.groups)}
     batches = []
     for generation in nx.topological_generations(graph):
         batch, args = [], 0
-        for group in sorted((by_id[k] for k in generation), key=lambda g: position[id(g)]):
+        for group in sorted(generation, key=lambda g: position[id(g)]):
             if combinable(group) is not None:
                 continue
             n = len(_buffers(group))
@@ -94,7 +94,7 @@ def combine_kernels(scheduler) -> list[ComboGroup]:
             args += n
         batches.append(batch)
     combos = [_combine(scheduler, batch) for batch in batches if len(batch) > 1]
-    scheduler._deps = None
+    scheduler._deps = scheduler._rank = None   # the groups changed: rebuild on demand
     return combos
 
 
