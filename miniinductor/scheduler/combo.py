@@ -66,6 +66,8 @@ def combinable(group) -> str | None:
         return "not a generated kernel"
     if group.is_reduction or group.Q or group.transposed:
         return "a reduction"
+    if any(getattr(n, "is_template", False) for n in group.nodes):
+        return "a GEMM template (its kernel is a tile loop of its own)"
     if not all(map(is_static, group.R)):
         return "symbolic sizes (a combo's program ranges are fixed at compile time)"
     if math.prod(group.R) >= COMBO_MAX_NUMEL:
