@@ -32,7 +32,7 @@ import torch
 from ..ops_handler import PrintHandler
 from ..virtualized import V, ops
 from .indexing import index_vars, simplify_with_ranges
-from .sizevars import as_expr, is_static
+from .sizevars import SizeVarAllocator, as_expr, is_static
 
 SUPPORTED_DTYPES = {
     torch.float32, torch.float64, torch.float16, torch.bfloat16,
@@ -374,7 +374,7 @@ def strided_view_of(node: IRNode) -> tuple[Buffer, Layout] | None:
     expr = sympy.expand(simplify_with_ranges(expr, dict(zip(vars_, size))))
     offset = expr.subs({v: 0 for v in vars_})
     strides = [expr.coeff(v) if n != 1 else 0 for v, n in zip(vars_, size)]
-    sizevars = V.graph.sizevars
+    sizevars = V.graph.sizevars if V.has_graph() else SizeVarAllocator()   # outside a graph: static sizes
     if not all(_is_size(sympy.sympify(s), sizevars) for s in [offset, *strides]):
         return None
     rebuilt = offset + sum((s * v for s, v in zip(strides, vars_)), sympy.Integer(0))
