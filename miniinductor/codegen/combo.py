@@ -50,7 +50,7 @@ import math
 from ..runtime.triton_runtime import HELPERS, cdiv
 from ..virtualized import V
 from .common import IndentedBuffer, Kernel, KernelArgs
-from .cpp import CppKernel
+from .cpp import CppKernel, c_function
 from .triton import TritonKernel
 
 
@@ -135,14 +135,7 @@ class CppComboKernel(ComboKernel):
         self.args.inplace = dict(self.inplace)
 
     def codegen(self) -> str:
-        body = IndentedBuffer()
-        with body.indent():
-            self._codegen_parts(body)   # first: the loops note the size symbols they print
-        code = IndentedBuffer()
-        code.writeline(f'extern "C" void {self.name}({", ".join(self.subkernels[0].params())}) {{')
-        code.splice(body)
-        code.writeline("}")
-        return code.getvalue()
+        return c_function(self.name, self._codegen_parts, self.subkernels[0].params)
 
     def _codegen_parts(self, code):
         """Each part's loops, in one OpenMP region when they are big enough together."""

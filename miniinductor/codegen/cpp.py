@@ -317,14 +317,7 @@ class CppKernel(Kernel):
         return params + [f"const int64_t {s}" for s in self.args.size_names()]   # sizes: s0, s1...
 
     def codegen(self) -> str:
-        body = IndentedBuffer()
-        with body.indent():
-            self.codegen_loops(body)   # first: the loops note the size symbols they print
-        code = IndentedBuffer()
-        code.writeline(f'extern "C" void {self.name}({", ".join(self.params())}) {{')
-        code.splice(body)
-        code.writeline("}")
-        return code.getvalue()
+        return c_function(self.name, self.codegen_loops, self.params)
 
     def codegen_loops(self, code):
         """The loop nest and its blocks (a combo kernel runs several in one function)."""
@@ -417,3 +410,15 @@ class CppKernel(Kernel):
             return [f"#pragma omp simd{clause}"]
         return []
 
+
+def c_function(name: str, write_body, params) -> str:
+    """`extern "C" void name(params) { body }`. The body is written first: its loops note the
+    size symbols that `params()` then lists after the pointers."""
+    body = IndentedBuffer()
+    with body.indent():
+        write_body(body)
+    code = IndentedBuffer()
+    code.writeline(f'extern "C" void {name}({", ".join(params())}) {{')
+    code.splice(body)
+    code.writeline("}")
+    return code.getvalue()
