@@ -23,6 +23,7 @@ from conftest import TEST_OPTIONS, check, check_training_step, metrics, randn, r
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
+from miniinductor.debug.explain import kernel_lines
 from miniinductor.lowering.graph import GraphLowering
 from miniinductor.models import GPT2Block
 
@@ -194,6 +195,24 @@ def test_trace_folder_of_a_symbolic_graph(tmp_path):
     assert len(symbols) == 2 and all(f"ranges=[{s}" in ir for s in symbols), (symbols, ir)
     run = subprocess.run([sys.executable, "fx_graph.py"], cwd=folder, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+    # symbols.txt: each symbol with the size it was traced at and the input it is read from,
+    # then the guards; the HTML report shows the same lines
+    described = (folder / "symbols.txt").read_text()
+    for s in symbols:
+        assert re.search(rf"^  {s} = [35]\b.*L\['x'\]\.size\(\)\[[01]\]", described, re.M), described
+    assert "guards" in described
+    assert all(s in (folder / "report.html").read_text() for s in symbols)
+
+
+@pytest.mark.skipif(TRITON, reason="Triton kernels are not generic in their sizes yet")
+def test_explain_shows_the_symbols():
+    """explain's summary of a symbolic graph names its size symbols and the values traced."""
+    x = randn(6, 9)
+    result = miniinductor.explain(lambda x: (x * 2).sum(1), x, dynamic=True, **TEST_OPTIONS)
+    torch.testing.assert_close(result.outputs, (x * 2).sum(1))
+    text = "\n".join(kernel_lines(result))
+    assert re.search(r"^    s\d+ = 6 .*L\['x'\]\.size\(\)\[0\]", text, re.M), text
+    assert re.search(r"^    s\d+ = 9 .*L\['x'\]\.size\(\)\[1\]", text, re.M), text
 
 
 OPS = {   # each: fn, inputs for a size n (sizes kept apart from one another: no duck sizing)

@@ -90,6 +90,8 @@ def kernel_lines(result) -> list[str]:
         lines.append(f"graph {cg.graph.name}: {plural(len(cg.scheduler.nodes), 'node')} before fusion -> "
                      f"{plural(len(cg.kernels), 'kernel')} + {plural(n_ext, 'extern call')}; kernels move {moved}; "
                      f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
+        if cg.graph.sizevars.symbolic:   # sizes (and so bytes) are at the traced values
+            lines += [f"  {line}" for line in cg.graph.sizevars.describe()]
         for k in cg.kernels.values():
             origins = ", ".join(k.origins) or "?"
             lines.append(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")

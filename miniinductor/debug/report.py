@@ -369,6 +369,8 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
             f'<p class="muted">{plural(len(cg.scheduler.nodes), "node")} before fusion → {plural(len(cg.kernels), "kernel")} + '
             f"{plural(n_ext, 'extern call')}; kernels move {human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}; "
             f"wrapper <code>{_esc(cg.path)}</code></p>")
+    if cg.graph.sizevars.symbolic:   # one compile serves every size: say which symbols and guards
+        head += f'<pre class="symbols">{_esc(chr(10).join(cg.graph.sizevars.describe()))}</pre>'
     fx_title, fx_body = _fx_column(cg, links, fx_gm)
     columns = [(fx_title, fx_body), ("ATen graph", _aten_column(cg, links)), ("Loop IR", _ir_column(cg, links)),
                ("Fused kernels", _schedule_column(cg, links)), ("Generated code", _code_column(cg, links))]

@@ -14,6 +14,8 @@ writes under `torch_compile_debug/`): same idea, same kind of file names.
     fusion_decisions.json  every pair the scheduler considered: fused?, why, bytes saved
     memory_plan.txt/.json  lifetimes, reuse, live bytes after each step, eager's peak
     output_code.py         the generated wrapper module (`call(args)`)
+    symbols.txt            (symbolic sizes only) each size symbol: traced value, range, the
+                           input it is read from; and the guards Dynamo checks before a call
     kernels.cpp            the C++ kernels with the prelude: `g++ -fsyntax-only -fopenmp` checks it
     kernels.py             (instead, or as well) the Triton kernels' modules, one after another
     fusion_graph.dot/.svg/.png   the fusion graph (SVG/PNG only when graphviz's `dot` exists)
@@ -237,6 +239,8 @@ def write_trace(compiled_graph, folder, fx_graph_module=None, timings=None) -> P
         "memory_plan.json": json.dumps(memory_plan_json(cg), indent=1) + "\n",
         "output_code.py": cg.wrapper_source,
     }
+    if cg.graph.sizevars.symbolic:
+        files["symbols.txt"] = "\n".join(cg.graph.sizevars.describe()) + "\n"
     languages = {k.language for k in cg.kernels.values()}
     if "cpp" in languages or not languages:
         files["kernels.cpp"] = kernels_cpp(cg)
