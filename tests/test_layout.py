@@ -213,3 +213,16 @@ def test_lowering_places_kernels_on_the_graph_device():
         graph = GraphLowering(gm, [], Config()).run()
     assert graph.kernel_backend() == "triton"
     assert {b.get_device() for b in graph.buffers} == {torch.device("cuda", 0)}
+
+
+@pytest.mark.parametrize("dynamic", [False, None, True])
+def test_as_strided_storage_offset_of_a_view_input(dynamic):
+    """as_strided's storage_offset counts from the start of the storage, not from the input
+    view's first element, and Dynamo does not guard an input's storage offset: one compiled
+    graph sees views that start at 5, 3, 0, 8 (found by the dynamic=None OpInfo sweep)."""
+    base = randn(40)
+    fn = lambda x, off: torch.as_strided(x, (2, 2), (1, 2), storage_offset=off) * 2 + x[:2, None]  # noqa: E731
+    compiled = compile_fn(fn, dynamic=dynamic)
+    for start, off in ((5, 0), (5, 10), (5, 7), (3, 7), (0, 12), (8, 1)):
+        x = base[start:start + 10]
+        torch.testing.assert_close(compiled(x, off), fn(x, off), rtol=0, atol=0)

@@ -115,8 +115,14 @@ def select(x, dim, idx):
 @register_lowering(aten.as_strided)
 def as_strided(x, size, stride, storage_offset=None):
     """A strided view of `x`'s buffer, as in eager (overlapping strides included: a copy
-    would give the output other strides and storage than eager's)."""
+    would give the output other strides and storage than eager's). `storage_offset` counts
+    from the start of the storage; a Layout's offset from its buffer's first element, which
+    for a graph input is its storage_offset() -- known only at run time (Dynamo does not
+    guard it), so there ATen's as_strided runs in the wrapper."""
     found = strided_view_of(x)
+    if storage_offset is not None and found and found[0].get_name() in V.graph.graph_inputs:
+        return V.graph.fallback(aten.as_strided.default, [x, size, stride, storage_offset], {},
+                                "storage_offset of a graph input: read at run time")
     if found is None:
         x.realize()
         found = strided_view_of(x)
