@@ -277,10 +277,9 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs, config: Config):
 def backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
     """The torch.compile backend: Dynamo's FX graph in, a compiled callable out.
     `torch.compile(m, backend="miniinductor", mode=..., options={...})` lands here;
-    `options` may hold `preset` (see config.PRESETS) besides our option names."""
-    options = dict(options or {})
-    preset = options.pop("preset", None)
-    return compile_fx(gm, example_inputs, Config.build(mode, options, preset))
+    `options` may hold `preset` (see config.PRESETS) besides our option names, or be a
+    GraphNet-style dict (`template`, `mode`, `freezing`, `inductor_config`: config.py)."""
+    return compile_fx(gm, example_inputs, Config.build(mode, options))
 
 
 def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=None,
@@ -288,7 +287,9 @@ def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=None,
     """`torch.compile(model, backend=miniinductor)` with our options validated up front.
 
     `freezing`, `autocast_enabled` and `autocast_dtype` are top-level flags like `mode`.
-    Precedence: explicit `**options` over the flags over `preset` (see config.py).
+    Precedence: explicit `**options` over the flags over `preset` (see config.py). A
+    GraphNet-style dict can be passed whole: `compile(model, **{"template": ..., "mode": ...,
+    "freezing": ..., "inductor_config": {...}})`.
     `dynamic` goes to torch.compile. None (the default, as torch.compile's): the first shape
     is compiled static, a second one makes Dynamo hand over symbolic sizes, compiled once
     for every size (or once per shape where that fails: capture/aot.py). True: symbolic from

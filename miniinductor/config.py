@@ -18,17 +18,27 @@ So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze
 `miniinductor.compile(fn, mode="reduce-overhead", cudagraphs=False)` records no CUDA graph.
 (torch.compile itself refuses `mode` and `options` together.)
 `Config.build(...)` applies that order and rejects unknown names, listing close matches.
-Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same fields; Inductor
-options whose feature we lack (tma, cutlass, cpp_wrapper) are unknown names, not silently
-ignored ones.
+Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same fields, and a
+GraphNet-style dict is taken whole, by either route:
+    {"template": "tma", "mode": "max-autotune", "freezing": True,
+     "inductor_config": {"triton.cudagraphs": False, "triton.enable_persistent_tma_matmul": True}}
+`template` is a preset, `freezing` a top-level flag and `inductor_config` explicit options,
+so inductor_config overrides > freezing > template.
+Two Inductor features are accepted but not built, each with one info line
+(`log_unavailable_features`), never an error because of the hardware:
+`enable_persistent_tma_matmul` (the `tma` preset; the ordinary GEMM templates run) and
+CUTLASS in `max_autotune_gemm_backends` (the `cutlass` preset; ATen and Triton choices run).
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
 import difflib
+import importlib.util
 import inspect
+import logging
 import os
+import shutil
 
 import torch
 
@@ -40,21 +50,31 @@ MODES = {
     "max-autotune-no-cudagraphs": {"max_autotune": True},
 }
 
-#: named groups of options
+log = logging.getLogger("miniinductor")
+
+#: named groups of options (GraphNet's config templates among them)
 PRESETS = {
     "cudagraphs": {"cudagraphs": True},
     "max_autotune": {"max_autotune": True},
     "aten": {"fallback_all": True},
     "no_fusion": {"fusion": False},
     "freezing": {"freezing": True},
+    "triton": {"cpu_backend": "triton", "max_autotune_gemm_backends": "TRITON"},   # Triton kernels only
+    "cpp_wrapper": {"cpp_wrapper": True},
+    "cutlass": {"max_autotune": True, "max_autotune_gemm_backends": "ATEN,TRITON,CUTLASS"},
+    "tma": {"max_autotune": True, "enable_persistent_tma_matmul": True},
 }
 
 #: the values `autocast_dtype` takes
 AUTOCAST_DTYPES = ("bfloat16", "float16")
 #: what `max_autotune_gemm_backends` may list (comma-separated)
-GEMM_BACKENDS = ("ATEN", "TRITON")
+GEMM_BACKENDS = ("ATEN", "TRITON", "CUTLASS")
 #: Inductor's spellings of our options (`torch._inductor.config`), accepted as the same
-ALIASES = {"triton.cudagraphs": "cudagraphs"}
+ALIASES = {"triton.cudagraphs": "cudagraphs",
+           "triton.enable_persistent_tma_matmul": "enable_persistent_tma_matmul"}
+#: keys of a GraphNet-style config dict that are not option names: template → a preset,
+#: inductor_config → explicit options (`mode` and `freezing` are read as usual)
+GRAPHNET_KEYS = ("template", "inductor_config")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +88,9 @@ class Config:
     max_autotune: bool = False
     "Time a few block sizes per Triton kernel on first launch and keep the fastest (GPU); matmuls choose between ATen and Triton GEMM templates."
     max_autotune_gemm_backends: str = "ATEN,TRITON"
-    "With max_autotune and Triton kernels: the matmul choices, 'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN'."
+    "With max_autotune, Triton kernels: matmul choices, 'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN' (CUTLASS: skipped)."
+    enable_persistent_tma_matmul: bool = False
+    "With max_autotune on a GPU of compute capability 9.0+: a TMA persistent GEMM template (not built yet: accepted and ignored, with one info line)."
     coordinate_descent_tuning: bool = False
     "With max_autotune: from the fastest GEMM template config, double or halve each block size, warps and stages while that is faster (GPU)."
     trace: str | None = dataclasses.field(default_factory=lambda: os.environ.get("MINIINDUCTOR_TRACE") or None)
@@ -99,6 +121,8 @@ class Config:
     "Compile as if run under torch.autocast on the inputs' device, with dtype autocast_dtype."
     autocast_dtype: str = "bfloat16"
     "The low-precision dtype of autocast_enabled: 'bfloat16' or 'float16'."
+    cpp_wrapper: bool = False
+    "CPU C++ kernels: the wrapper that allocates buffers and calls the kernels is C++ too, compiled with them (less host time per call)."
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
@@ -117,13 +141,25 @@ class Config:
               flags: dict | None = None) -> "Config":
         """Preset, then the top-level flags (mode, then `flags` such as {"freezing": True};
         None values count as not given), then explicit options, each overriding the one before."""
+        options = _resolve_aliases(options)
+        preset = _one_value("preset", preset, options.pop("preset", None), options.pop("template", None))
+        mode = _one_value("mode", mode, options.pop("mode", None))
+        options.update(_resolve_aliases(options.pop("inductor_config", None)))   # GraphNet's: these win
         values: dict = {}
         if preset is not None:
             values.update(_lookup("preset", preset, PRESETS))
         values.update(_lookup("mode", mode or "default", MODES))
         values.update({k: v for k, v in (flags or {}).items() if v is not None})
-        values.update(_resolve_aliases(options))
-        return cls.from_options(values)
+        values.update(options)
+        config = cls.from_options(values)
+        log_unavailable_features(config)
+        return config
+
+    def gemm_backends(self) -> tuple[str, ...]:
+        """The matmul choices that exist here: CUTLASS is dropped (never built); ATen when
+        nothing else is left."""
+        backends = tuple(b for b in self.max_autotune_gemm_backends.split(",") if b != "CUTLASS")
+        return backends or ("ATEN",)
 
     @classmethod
     def from_options(cls, options: dict | None = None) -> "Config":
@@ -164,6 +200,35 @@ def _resolve_aliases(options: dict | None) -> dict:
     return options
 
 
+def _one_value(name, *values):
+    """The one value given for `name` by its several spellings (None: not given)."""
+    given = {v for v in values if v is not None}
+    if len(given) > 1:
+        raise ValueError(f"{name} is given twice, as {' and '.join(map(repr, sorted(given)))}")
+    return given.pop() if given else None
+
+
+def cutlass_installed() -> bool:
+    """The nvidia-cutlass package (its headers, `cutlass_library`) and nvcc, as Inductor looks for them."""
+    return importlib.util.find_spec("cutlass_library") is not None and shutil.which("nvcc") is not None
+
+
+def log_unavailable_features(config: Config):
+    """One info line for each Inductor feature `config` asks for that is accepted but not built."""
+    if config.enable_persistent_tma_matmul:
+        hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0)
+        log.info("enable_persistent_tma_matmul ignored: %s", "the TMA persistent GEMM template is not built "
+                 "yet; the ordinary Triton GEMM templates are used" if hopper else
+                 "TMA needs a GPU of compute capability 9.0+, and there is none here")
+    if config.cpp_wrapper:   # TODO(cppwrap): built in the next commit
+        log.info("cpp_wrapper ignored: not built yet; the Python wrapper is used")
+    if "CUTLASS" in config.max_autotune_gemm_backends.split(","):
+        log.info("max_autotune_gemm_backends: CUTLASS choices skipped (using %s): %s",
+                 ",".join(config.gemm_backends()),
+                 "miniinductor does not build CUTLASS GEMMs" if cutlass_installed() else
+                 "CUTLASS is not installed (pip install nvidia-cutlass, and nvcc from the CUDA toolkit)")
+
+
 def _check_choice(name, value, valid):
     if value not in valid:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}; got {value!r}")
@@ -186,4 +251,6 @@ def list_options() -> str:
     """Every option with its default and one-line help, as a printable table."""
     rows = [f"{name:26s} {default!r:12s} {text}" for name, (default, text) in Config.field_help().items()]
     rows += [f"{alias:26s} {'':12s} Inductor's name for {name}" for alias, name in ALIASES.items()]
+    rows += [f"{key:26s} {'':12s} GraphNet config dict: {text}" for key, text in
+             zip(GRAPHNET_KEYS, ("a preset's name", "{Inductor option name: value}, over every other setting"))]
     return "\n".join([f"{'option':26s} {'default':12s} help"] + rows)

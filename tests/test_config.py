@@ -14,6 +14,7 @@ import torch.nn as nn
 from conftest import DEFAULT_TOLERANCES
 
 import miniinductor
+import miniinductor.config as config_module
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.config import MODES, PRESETS, Config, list_mode_options, list_options
 
@@ -52,6 +53,8 @@ def non_default_options(tmp_path) -> dict:
         "freezing": True,
         "autocast_enabled": True,
         "autocast_dtype": "float16",
+        "enable_persistent_tma_matmul": True,
+        "cpp_wrapper": True,
     }
     assert set(values) == {f.name for f in dataclasses.fields(Config)}, "a new option needs a value here"
     defaults = Config()
@@ -108,6 +111,81 @@ def test_presets_reach_the_compiled_graph():
     assert config.freezing is True
     for name, settings in PRESETS.items():
         assert {k: getattr(Config.build(preset=name), k) for k in settings} == settings
+
+
+def test_graphnet_presets_reach_the_compiled_graph():
+    for name in ("triton", "cpp_wrapper", "cutlass", "aten", "cudagraphs", "max_autotune", "freezing", "tma"):
+        assert name in PRESETS
+    config, _ = compiled_config(miniinductor.compile(Tiny(), preset="tma"), torch.randn(2, 8))
+    assert config.enable_persistent_tma_matmul is True and config.max_autotune is True
+
+
+# ------------------------------------------------------------------ Inductor's names, GraphNet's dict
+def test_inductor_spellings_name_our_fields():
+    config = Config.build(options={"triton.enable_persistent_tma_matmul": True, "triton.cudagraphs": True,
+                                   "cpp_wrapper": True, "max_autotune_gemm_backends": "TRITON",
+                                   "coordinate_descent_tuning": True})
+    assert (config.enable_persistent_tma_matmul, config.cudagraphs, config.cpp_wrapper) == (True, True, True)
+    assert (config.max_autotune_gemm_backends, config.coordinate_descent_tuning) == ("TRITON", True)
+    rows = {line.split()[0] for line in list_options().splitlines()[1:]}
+    assert {"triton.enable_persistent_tma_matmul", "enable_persistent_tma_matmul",
+            "triton.cudagraphs", "cudagraphs", "template", "inductor_config"} <= rows
+    with pytest.raises(ValueError, match="did you mean triton.enable_persistent_tma_matmul"):
+        Config.build(options={"triton.enable_persistent_tma_matmu": True})
+
+
+GRAPHNET = {"template": "freezing", "mode": "max-autotune-no-cudagraphs", "freezing": False,
+            "inductor_config": {"triton.cudagraphs": True, "coordinate_descent_tuning": True}}
+
+
+@pytest.mark.parametrize("route", ["torch.compile", "miniinductor.compile"])
+def test_graphnet_config_dict(route):
+    model, x = Tiny().eval(), torch.randn(4, 8)
+    if route == "torch.compile":   # torch.compile refuses mode= beside options=: the dict carries it
+        compiled = torch.compile(model, backend="miniinductor", options=dict(GRAPHNET))
+    else:
+        compiled = miniinductor.compile(model, **GRAPHNET)
+    config, out = compiled_config(compiled, x)
+    assert config.freezing is False            # freezing over the template
+    assert config.max_autotune is True          # from mode
+    assert config.cudagraphs is True and config.coordinate_descent_tuning is True   # inductor_config
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(x))
+
+
+def test_graphnet_precedence():
+    assert Config.build(options={"template": "freezing"}).freezing is True
+    assert Config.build(options={"template": "freezing", "freezing": False}).freezing is False
+    config = Config.build(options={"template": "freezing", "inductor_config": {"freezing": False}},
+                          flags={"freezing": True})
+    assert config.freezing is False                                   # inductor_config over freezing
+    config = Config.build("reduce-overhead", options={"inductor_config": {"triton.cudagraphs": False}})
+    assert config.cudagraphs is False                                 # ... and over the mode
+    with pytest.raises(ValueError, match="preset is given twice"):
+        Config.build(preset="tma", options={"template": "cutlass"})
+
+
+@pytest.mark.parametrize("preset, expected", [
+    ("tma", "enable_persistent_tma_matmul ignored: TMA needs a GPU of compute capability 9.0+"),
+    ("cutlass", "CUTLASS is not installed (pip install nvidia-cutlass"),
+])
+def test_unavailable_hardware_features_are_accepted_with_one_line(preset, expected, caplog, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # as on a CPU-only machine
+    monkeypatch.setattr(config_module, "cutlass_installed", lambda: False)
+    model, x = Tiny().eval(), torch.randn(4, 8)
+    with caplog.at_level("INFO", logger="miniinductor"):
+        compiled = miniinductor.compile(model, preset=preset, cpu_backend="triton")
+    assert [r.getMessage() for r in caplog.records if expected in r.getMessage()] != []
+    assert len([r for r in caplog.records if "ignored" in r.getMessage() or "skipped" in r.getMessage()]) == 1
+    _, out = compiled_config(compiled, x)
+    with torch.no_grad():
+        torch.testing.assert_close(out, model(x))
+
+
+def test_cutlass_alone_leaves_aten():
+    config = Config.build(options={"max_autotune_gemm_backends": "cutlass"})
+    assert config.gemm_backends() == ("ATEN",)
+    assert Config.build(preset="cutlass").gemm_backends() == ("ATEN", "TRITON")
 
 
 # ------------------------------------------------------------------ errors
@@ -178,7 +256,6 @@ def test_mode_wins_over_preset(monkeypatch):
 
 
 def test_precedence_is_documented_in_the_order_applied():
-    import miniinductor.config as config_module
     doc = config_module.__doc__
     assert doc.index("explicit options") < doc.index("top-level flags") < doc.index("a named preset")
     assert "freezing=" in doc and "autocast_enabled=" in doc

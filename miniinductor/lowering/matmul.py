@@ -125,9 +125,9 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
     graph, config = V.graph, V.graph.config
     if not (config.max_autotune and graph.policy.gemm_templates):
         return None, "no lowering"
-    backends = tuple(config.max_autotune_gemm_backends.split(","))
+    backends = config.gemm_backends()
     if "TRITON" not in backends:
-        return None, "max_autotune_gemm_backends='ATEN'"
+        return None, f"max_autotune_gemm_backends={config.max_autotune_gemm_backends!r}"
     a, b = graph.realize_for_extern(a), graph.realize_for_extern(b)
     layouts = [operand(x)[1] for x in (a, b)]
     gemm = Gemm.of(*layouts)
