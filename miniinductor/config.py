@@ -215,11 +215,9 @@ def cutlass_installed() -> bool:
 
 def log_unavailable_features(config: Config):
     """One info line for each Inductor feature `config` asks for that is accepted but not built."""
-    if config.enable_persistent_tma_matmul:
-        hopper = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (9, 0)
-        log.info("enable_persistent_tma_matmul ignored: %s", "the TMA persistent GEMM template is not built "
-                 "yet; the ordinary Triton GEMM templates are used" if hopper else
-                 "TMA needs a GPU of compute capability 9.0+, and there is none here")
+    if config.enable_persistent_tma_matmul and not (config.max_autotune and "TRITON" in config.gemm_backends()):
+        log.info("enable_persistent_tma_matmul ignored: it adds persistent GEMM templates to max_autotune's "
+                 "Triton choices (max_autotune=True, max_autotune_gemm_backends with TRITON)")
     if config.cpp_wrapper:   # TODO(cppwrap): built in the next commit
         log.info("cpp_wrapper ignored: not built yet; the Python wrapper is used")
     if "CUTLASS" in config.max_autotune_gemm_backends.split(","):

@@ -180,6 +180,72 @@ def test_linear_gelu_gradients_in_training():
     assert len(graphs) == 2 and aten_matmuls(graphs) == []
 
 
+# ------------------------------------------------------------------ persistent and TMA templates
+PERSISTENT = {**TRITON_ONLY, "enable_persistent_tma_matmul": True}
+
+
+def template_sources(graphs) -> str:
+    return "\n".join(k.source for g in graphs for k in g.kernels.values())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,k,n,transposed", [(48, 40, 72, False), (37, 32, 20, True), (80, 16, 40, False)])
+def test_tma_persistent_template(m, k, n, transposed, dtype):
+    """enable_persistent_tma_matmul: the interpreter runs TMA descriptor loads (16-byte
+    aligned strides here) in a persistent loop over more tiles than programs (4 under the
+    interpreter), edges past M, N and K included, with bias + GELU in the loop's epilogue."""
+    def f(x, w, b):
+        weight = w.t() if transposed else w
+        return torch.nn.functional.gelu(x @ weight + b)
+    w = randn(n, k, dtype=dtype) if transposed else randn(k, n, dtype=dtype)
+    out, expected, graphs = run(f, randn(m, k, dtype=dtype), w, randn(n, dtype=dtype), **PERSISTENT)
+    check(out, expected, dtype)
+    source = template_sources(graphs)
+    assert aten_matmuls(graphs) == [] and len(graphs[0].kernels) == 1
+    assert "tl.make_tensor_descriptor" in source and "for tile in range(pid, grid_m * grid_n, " in source
+    assert "persistent=tma" in source   # the launcher's comment names the config
+
+
+@pytest.mark.parametrize("case", ["unaligned", "bmm"])
+def test_persistent_template_without_tma(case, caplog):
+    """Operands a descriptor cannot read (a row of 19 floats is 76 bytes: not a multiple of 16;
+    bmm) get the persistent template with ordinary masked loads, and the log says why."""
+    if case == "unaligned":
+        fn, args = torch.mm, (randn(33, 19), randn(19, 21))
+    else:
+        fn, args = torch.bmm, (randn(3, 20, 16), randn(3, 16, 24))
+    with caplog.at_level(logging.INFO, logger="miniinductor.autotune"):
+        out, expected, graphs = run(fn, *args, **PERSISTENT)
+    check(out, expected, torch.float32)
+    source = template_sources(graphs)
+    assert "for tile in range(" in source and "make_tensor_descriptor" not in source
+    assert "no TMA for" in caplog.text
+
+
+def test_persistent_template_gradients_in_training():
+    """Forward and backward matmuls (transposed operands) of a training step through the
+    persistent templates; every gradient as eager's."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 48), torch.nn.GELU(), torch.nn.Linear(48, 16))
+    x, target = randn(24, 32), randn(24, 16)
+    torch._dynamo.reset()
+    with collect_compiled() as graphs:
+        torch.nn.functional.mse_loss(miniinductor.compile(model, **PERSISTENT)(x), target).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    torch.nn.functional.mse_loss(model(x), target).backward()
+    for got, expected in zip(grads, [p.grad for p in model.parameters()]):
+        check(got, expected, torch.float32)
+    assert len(graphs) == 2 and aten_matmuls(graphs) == [] and "for tile in range(" in template_sources(graphs)
+
+
+def test_tma_option_without_max_autotune_says_it_is_ignored(caplog):
+    with caplog.at_level(logging.INFO, logger="miniinductor"):
+        out, expected, graphs = run(torch.mm, randn(16, 20), randn(20, 24), enable_persistent_tma_matmul=True)
+    check(out, expected, torch.float32)
+    assert "enable_persistent_tma_matmul ignored" in caplog.text
+
+
 # ------------------------------------------------------------------ choices and options
 def test_backends_aten_and_default_keep_the_aten_call():
     x, w = randn(16, 20), randn(20, 24)

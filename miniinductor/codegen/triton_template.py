@@ -28,7 +28,14 @@ bfloat16 operands accumulate in float32 and round once at the store. Under Trito
 interpreter a bfloat16 `tl.dot` is wrong (Triton 3.9: NumPy has no bfloat16), so there the
 operands are widened to float32 first: the same products, exactly, in the same accumulator.
 
-Leaves out: TMA and persistent templates, split-K, prologue fusion, dynamic shapes (sizes
+Persistent templates (`enable_persistent_tma_matmul`): one program per SM loops over the
+tiles (`for tile in range(pid, tiles, programs)`, the epilogue inside the loop); on a GPU of
+compute capability 9.0+ (and under the interpreter, which runs the same code) the tiles of A
+and B come through TMA descriptors (`tl.make_tensor_descriptor`: the copy engine fetches a
+tile, out-of-bounds elements read as 0), elsewhere through the same masked loads as the
+ordinary template. The persistent configs join the autotuner's choices ahead of the others.
+
+Leaves out: split-K, prologue fusion, warp specialisation, dynamic shapes (sizes
 and strides are literals), benchmarking the epilogue-fused kernels (the bare templates are
 timed), and int64 indexing (an operand of 2**31 elements or more takes no template).
 """
@@ -45,7 +52,7 @@ import torch
 from ..ir.indexing import canonical_vars
 from ..ir.nodes import Layout, ReinterpretView
 from ..logs import get_logger
-from ..runtime.triton_runtime import AutotuneCache, benchmark, cdiv, load_module, next_power_of_2
+from ..runtime.triton_runtime import AutotuneCache, benchmark, cdiv, load_module, next_power_of_2, set_tma_allocator
 from ..virtualized import V
 from .common import IndentedBuffer
 from .triton import TritonKernel
@@ -104,24 +111,46 @@ def template_problem(layouts, dtypes) -> str | None:
     return None
 
 
-def gemm_configs(g: Gemm) -> list[dict]:
-    """GEMM_CONFIGS with blocks shrunk to the problem (at least 16: tl.dot's minimum), deduplicated."""
+def gemm_configs(g: Gemm, persistent: str | None = None, programs: int = 0) -> list[dict]:
+    """GEMM_CONFIGS with blocks shrunk to the problem (at least 16: tl.dot's minimum),
+    deduplicated. `persistent` ("tma" or "plain"): the persistent form of each, `programs`
+    programs looping over the tiles (one per SM on a GPU)."""
     found = []
     for bm, bn, bk, warps, stages in GEMM_CONFIGS:
         config = {"BLOCK_M": min(bm, max(16, next_power_of_2(g.M))), "BLOCK_N": min(bn, max(16, next_power_of_2(g.N))),
                   "BLOCK_K": min(bk, max(16, next_power_of_2(g.K))), "GROUP_M": GROUP_M,
                   "num_warps": warps, "num_stages": stages}
+        if persistent:
+            tiles = cdiv(g.M, config["BLOCK_M"]) * cdiv(g.N, config["BLOCK_N"])
+            config |= {"persistent": persistent, "programs": min(programs, tiles)}
         if config not in found:
             found.append(config)
     return found
+
+
+def tma_problem(g: Gemm) -> str | None:
+    """Why a TMA descriptor cannot read these operands, or None. A descriptor describes a
+    2-D row-major array: one unit stride, the other stride and the start 16-byte aligned."""
+    size = torch.empty((), dtype=g.dtype).element_size()
+    if g.op == "bmm":
+        return "bmm (the TMA template takes mm only)"
+    for name, (_, rows, cols), offset in (("A", g.a_stride, g.a_offset), ("B", g.b_stride, g.b_offset)):
+        if 1 not in (rows, cols):
+            return f"{name} has no unit stride"
+        if (max(rows, cols) * size) % 16 or (offset * size) % 16:
+            return f"{name}'s stride or offset is not a multiple of 16 bytes"
+    return None
 
 
 # --------------------------------------------------------------------------- the template
 def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr: str, b_ptr: str) -> list[str]:
     """The template's body up to the epilogue: `acc` holds this program's tile, `rm`/`rn`
     its rows and columns, `idx_b` its batch; then the tile's x/r block (`xindex`, `xmask`,
-    `rindex`, `rmask`) that the epilogue is written against."""
+    `rindex`, `rmask`) that the epilogue is written against. A persistent config
+    (`config["persistent"]`) wraps all of it in a loop over tiles, `programs` apart: the
+    lines after `for tile in ...` (and the epilogue the caller adds) are one level in."""
     bk, gm = config["BLOCK_K"], config["GROUP_M"]
+    persistent = config.get("persistent")
     (sab, sam, sak), (sbb, sbk, sbn) = g.a_stride, g.b_stride
     batch = g.B > 1
     a_mask = "" if g.K % bk == 0 else ", mask=(k + rk)[None, :] < K, other=0.0"
@@ -138,29 +167,54 @@ def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr:
         terms = [str(offset)] * bool(offset) + [f"idx_b * {sb}"] * (batch and sb != 0) \
             + [f"{v} * {s}" if s != 1 else v for v, s in ((rows, sr), (cols, sc))]   # (a 0 keeps the tile's shape)
         return f"{ptr} + ({' + '.join(terms)})"
-    return [
-        f"# {g}: one XBLOCK x RBLOCK (BLOCK_M x BLOCK_N) tile of C = A @ B per program",
+    pid = "tile" if persistent else "pid"
+    head = [
+        f"# {g}: one XBLOCK x RBLOCK (BLOCK_M x BLOCK_N) tile of C = A @ B per "
+        + (f"loop step: a persistent kernel, {config['programs']} programs each taking one tile in {config['programs']}"
+           if persistent else "program"),
         f"M, N, K = {g.M}, {g.N}, {g.K}",
-        f"# tiles in groups of {gm} rows, so that programs running together share B's columns in cache",
         "pid = tl.program_id(0)",
         "grid_m = (M + XBLOCK - 1) // XBLOCK",
         "grid_n = (N + RBLOCK - 1) // RBLOCK",
+    ]
+    if persistent == "tma":   # descriptors of A [M, K] and B [K, N], read through their unit strides
+        def descriptor(name, ptr, offset, rows, cols, sr, sc, block_r, block_c):
+            base = f"{ptr} + {offset}" if offset else ptr
+            if sc == 1:
+                return f"{name}_desc = tl.make_tensor_descriptor({base}, shape=[{rows}, {cols}], strides=[{sr}, 1], " \
+                       f"block_shape=[{block_r}, {block_c}])"
+            return f"{name}_desc = tl.make_tensor_descriptor({base}, shape=[{cols}, {rows}], strides=[{sc}, 1], " \
+                   f"block_shape=[{block_c}, {block_r}])   # (a transposed operand: loaded as its transpose)"
+        head += ["# TMA: the copy engine fetches each tile (out-of-bounds elements read as 0: no masks)",
+                 descriptor("a", a_ptr, g.a_offset, "M", "K", sam, sak, "XBLOCK", bk),
+                 descriptor("b", b_ptr, g.b_offset, "K", "N", sbk, sbn, bk, "RBLOCK")]
+    if persistent:
+        head += [f"for tile in range(pid, grid_m * grid_n, {config['programs']}):"]
+    a_load = (f"a_desc.load([pid_m * XBLOCK, k])" if sak == 1 else "a_desc.load([k, pid_m * XBLOCK]).T") \
+        if persistent == "tma" else \
+        f"tl.load({address(a_ptr, g.a_offset, sab, 'ram[:, None]', sam, '(k + rk)[None, :]', sak)}{a_mask})"
+    b_load = (f"b_desc.load([k, pid_n * RBLOCK])" if sbn == 1 else "b_desc.load([pid_n * RBLOCK, k]).T") \
+        if persistent == "tma" else \
+        f"tl.load({address(b_ptr, g.b_offset, sbb, '(k + rk)[:, None]', sbk, 'rbn[None, :]', sbn)}{b_mask})"
+    body = [
+        f"# tiles in groups of {gm} rows, so that programs running together share B's columns in cache",
         f"width = {gm} * grid_n",
-        "group_id = pid // width",
+        f"group_id = {pid} // width",
         f"group_size = tl.minimum(grid_m - group_id * {gm}, {gm})",
-        f"pid_m = group_id * {gm} + (pid % group_size)",
-        "pid_n = (pid % width) // group_size",
+        f"pid_m = group_id * {gm} + ({pid} % group_size)",
+        f"pid_n = ({pid} % width) // group_size",
         *(["idx_b = tl.program_id(1)"] if batch else []),
         "rm = pid_m * XBLOCK + tl.arange(0, XBLOCK)",
         "rn = pid_n * RBLOCK + tl.arange(0, RBLOCK)",
-        "# rows and columns past the edge read valid memory again; the epilogue masks them off",
-        f"ram = {hint('rm', g.M, config['BLOCK_M'])}",
-        f"rbn = {hint('rn', g.N, config['BLOCK_N'])}",
-        f"rk = tl.arange(0, {bk})",
+        *([] if persistent == "tma" else [
+            "# rows and columns past the edge read valid memory again; the epilogue masks them off",
+            f"ram = {hint('rm', g.M, config['BLOCK_M'])}",
+            f"rbn = {hint('rn', g.N, config['BLOCK_N'])}",
+            f"rk = tl.arange(0, {bk})"]),
         "acc = tl.full([XBLOCK, RBLOCK], 0, tl.float32)",
         f"for k in range(0, {g.K}, {bk}):",
-        f"    a = tl.load({address(a_ptr, g.a_offset, sab, 'ram[:, None]', sam, '(k + rk)[None, :]', sak)}{a_mask})",
-        f"    b = tl.load({address(b_ptr, g.b_offset, sbb, '(k + rk)[:, None]', sbk, 'rbn[None, :]', sbn)}{b_mask})",
+        f"    a = {a_load}",
+        f"    b = {b_load}",
         f"    acc += {dot}",
         "# the epilogue's block: tile element (m, n) of batch idx_b is x = idx_b*M + m, r = n",
         f"xnumel = {g.B * g.M}",
@@ -170,6 +224,7 @@ def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr:
         "rindex = rn[None, :]",
         "rmask = rindex < rnumel",
     ]
+    return head + [("    " if persistent else "") + line for line in body]
 
 
 def launch_meta(config: dict) -> dict:
@@ -179,6 +234,8 @@ def launch_meta(config: dict) -> dict:
 
 
 def grid(g: Gemm, config: dict) -> tuple:
+    if config.get("persistent"):
+        return (config["programs"], g.B)
     return (cdiv(g.M, config["BLOCK_M"]) * cdiv(g.N, config["BLOCK_N"]), g.B)
 
 
@@ -241,12 +298,14 @@ class TritonTemplateKernel(TritonKernel):
         return launch_meta(self.template.config)
 
     def _codegen_program(self, code: IndentedBuffer):
-        code.writelines(gemm_source(self.gemm, self.template.config, self.template.config["allow_tf32"],
+        config = self.template.config
+        code.writelines(gemm_source(self.gemm, config, config["allow_tf32"],
                                     self.template.get_device().type == "cpu", self.a_ptr, self.b_ptr))
-        code.writelines(self._var_definitions(self._x_dims, "xindex") + self._var_definitions(self._r_dims, "rindex"))
-        for block in self.blocks:
-            for part in (block.prefix, block.body, block.suffix):
-                code.splice(part)
+        with code.indent(1 if config.get("persistent") else 0):   # a persistent kernel: inside its tile loop
+            code.writelines(self._var_definitions(self._x_dims, "xindex") + self._var_definitions(self._r_dims, "rindex"))
+            for block in self.blocks:
+                for part in (block.prefix, block.body, block.suffix):
+                    code.splice(part)
 
     def _launcher(self) -> list[str]:
         ptrs = self.pointer_names()
@@ -260,7 +319,8 @@ class TritonTemplateKernel(TritonKernel):
 
 
 def config_text(config: dict) -> str:
-    return ", ".join(f"{k}={config[k]}" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
+    text = ", ".join(f"{k}={config[k]}" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
+    return text + (f", persistent={config['persistent']} x{config['programs']}" if config.get("persistent") else "")
 
 
 # --------------------------------------------------------------------------- the autotuner
@@ -271,7 +331,8 @@ def bare_template_module(g: Gemm, config: dict, allow_tf32: bool, interpret: boo
                      "@triton.jit", "def gemm(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):"])
     with code.indent():
         code.writelines(gemm_source(g, config, allow_tf32, interpret, "in_ptr0", "in_ptr1"))
-        code.writeline(f"tl.store(out_ptr0 + ({g.N} * xindex + rindex), acc.to({TRITON_TYPE[g.dtype]}), xmask & rmask)")
+        code.writeline(("    " if config.get("persistent") else "")
+                       + f"tl.store(out_ptr0 + ({g.N} * xindex + rindex), acc.to({TRITON_TYPE[g.dtype]}), xmask & rmask)")
     return load_module(code.getvalue() + "\n", "gemm")
 
 
@@ -281,17 +342,22 @@ def _operand_tensor(layout: Layout) -> torch.Tensor:
 
 
 def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: torch.device,
-                descend: bool = False) -> dict | None:
+                descend: bool = False, persistent: str | None = None) -> dict | None:
     """The autotuner: the winning template config, or None for ATen. Choices: ATen (when
-    in `backends`) and `gemm_configs(g)` (when TRITON is). On the GPU each is timed on
+    in `backends`) and `gemm_configs(g)` (when TRITON is), and before those, with
+    `persistent` ("tma" or "plain"), the persistent form of each. On the GPU each is timed on
     random operands of the real shapes and strides, then (`descend`: the option
     coordinate_descent_tuning) `coordinate_descent` walks from the fastest template config;
     the table is logged (`autotune`) and the winner kept in the on-disk cache under
     (problem, device, tf32, backends, descent). Under the interpreter nothing is timed:
     the first template config is taken."""
-    configs = gemm_configs(g) if "TRITON" in backends else []
+    programs = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    configs = (gemm_configs(g, persistent, programs) if persistent else []) + gemm_configs(g) \
+        if "TRITON" in backends else []
     if not configs:
         return None
+    if persistent == "tma" and device.type == "cuda":
+        set_tma_allocator()
     if device.type != "cuda":
         log.info("AUTOTUNE %s on the CPU (Triton's interpreter): timings mean nothing there, so nothing is "
                  "timed%s; took the first template config (%s)", g, " (nor coordinate descent)" * descend,

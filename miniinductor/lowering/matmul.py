@@ -33,12 +33,15 @@ import operator
 import torch
 
 from ..codegen.policy import BackendPolicy
-from ..codegen.triton_template import Gemm, operand, select_gemm, template_problem
+from ..codegen.triton_template import Gemm, operand, select_gemm, template_problem, tma_problem
 from ..config import Config
 from ..ir.nodes import SUPPORTED_DTYPES, Layout, TemplateBuffer, contiguous_strides
+from ..logs import get_logger
 from ..virtualized import V, ops
 from .pointwise import KIND, make_pointwise, promote
 from .registry import aten, register_lowering
+
+log = get_logger("autotune")
 
 #: ops that only re-view their input: look through them to the real readers
 VIEW_LIKE = {operator.getitem, aten._unsafe_view.default, aten.reshape.default}
@@ -119,6 +122,20 @@ def addmm_activation(gm: torch.fx.GraphModule, config: Config) -> int:
 
 
 # ----------------------------------------------------------------------------- the lowerings
+def persistent_kind(gemm: Gemm, device: torch.device) -> str:
+    """enable_persistent_tma_matmul's template: "tma" where descriptors can read the operands
+    (a GPU of compute capability 9.0+, or Triton's interpreter), else "plain" (masked loads)."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) < (9, 0):
+        log.info("enable_persistent_tma_matmul: no TMA below compute capability 9.0; %s gets a persistent "
+                 "template with ordinary loads", gemm)
+        return "plain"
+    if (problem := tma_problem(gemm)) is not None:
+        log.info("enable_persistent_tma_matmul: no TMA for %s (%s); it gets a persistent template with ordinary "
+                 "loads", gemm, problem)
+        return "plain"
+    return "tma"
+
+
 def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
     """(the TemplateBuffer computing a @ b, "") when max_autotune picks a template, else
     (None, why ATen computes it). Raises when no allowed choice can compute it."""
@@ -140,7 +157,8 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
                 "to let ATen compute the matmuls the template cannot.")
         return None, f"max_autotune: {problem}"
     allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-    tile = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device(), config.coordinate_descent_tuning)
+    tile = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device(), config.coordinate_descent_tuning,
+                       persistent_kind(gemm, graph.current_device()) if config.enable_persistent_tma_matmul else None)
     if tile is None:
         return None, "max_autotune picked ATen"
     size = [gemm.B, gemm.M, gemm.N] if gemm.op == "bmm" else [gemm.M, gemm.N]

@@ -67,6 +67,13 @@ def benchmark(fn) -> float:
     return do_bench(fn, warmup=5, rep=20)
 
 
+def set_tma_allocator():
+    """Device-side TMA descriptors (`tl.make_tensor_descriptor`) live in a scratch buffer that
+    Triton asks the program for at launch: hand it a torch allocation (as Inductor does)."""
+    import triton
+    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, device="cuda", dtype=torch.int8))
+
+
 class AutotuneCache:
     """One autotuning result kept on disk (`$MINIINDUCTOR_CACHE_DIR/autotune/`), named by
     the hash of `key` (the problem, the device and the choices), as JSON: a later compile
