@@ -2,6 +2,7 @@
 
     python benchmarks/gemm_gpu.py [--mode max-autotune-no-cudagraphs] [--out gemm.json]
     python benchmarks/gemm_gpu.py --smoke        # CPU, tiny sizes, Triton's interpreter
+    python benchmarks/gemm_gpu.py --only MLP --tma   # the MLPs, with persistent/TMA templates too
 
 Workloads: an MLP on a 4096x1024 batch (Linear 1024->4096, GELU, Linear 4096->1024) in
 float32 and bfloat16, and a GPT-2 block forward (B=8, T=512, d=768). For each: GPU ms per
@@ -85,10 +86,12 @@ def first_call(make, x, smoke: bool):
     return fn, seconds, graphs
 
 
-def run(smoke: bool, mode: str) -> list[dict]:
+def run(smoke: bool, mode: str, only: str = "", tma: bool = False) -> list[dict]:
     ours_options = {"cpu_backend": "triton"} if smoke else {}
     rows = []
     for name, (module, x) in workloads(smoke).items():
+        if only and only.lower() not in name.lower():
+            continue
         row = {"workload": name, "eager_ms": time_ms(module, x, smoke)}
         ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
                                                     x, smoke)
@@ -100,6 +103,13 @@ def run(smoke: bool, mode: str) -> list[dict]:
             module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke)
         row["triton_only_ms"] = time_ms(triton_only, x, smoke)
         row["aten_matmuls_left"] = sum(g.wrapper_source.count(op) for g in graphs for op in ATEN_MATMULS)
+        if tma:   # every matmul from a template, persistent ones (TMA on 9.0+) among the choices
+            tma_fn, _, graphs = first_call(lambda: miniinductor.compile(
+                module, mode=mode, max_autotune_gemm_backends="TRITON", enable_persistent_tma_matmul=True,
+                **ours_options), x, smoke)
+            row["tma_ms"] = time_ms(tma_fn, x, smoke)
+            sources = "".join(k.source for g in graphs for k in g.kernels.values())
+            row["tma_kernels"] = sources.count("tl.make_tensor_descriptor") // 2
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
@@ -108,15 +118,17 @@ def run(smoke: bool, mode: str) -> list[dict]:
 def markdown(rows: list[dict], device: str, mode: str) -> str:
     lines = [f"GEMM templates, {device}, mode {mode!r}; ms per call (speed-up over eager); compile: first call, s", "",
              "| workload | eager | ours | Inductor | ours/Inductor | compile ours | compile Inductor "
-             "| TRITON only | cuBLAS/TRITON | ATen matmuls left |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| TRITON only | cuBLAS/TRITON | ATen matmuls left | TRITON + persistent/TMA | TMA kernels |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         eager, ours, ind = r["eager_ms"], r["ours_ms"], r.get("inductor_ms")
         inductor = f"{ind:.3f} ({eager / ind:.2f}x)" if ind else "-"
         versus = f"{ind / ours:.2f}x" if ind else "-"
         lines.append(f"| {r['workload']} | {eager:.3f} | {ours:.3f} ({eager / ours:.2f}x) | {inductor} | {versus} "
                      f"| {r['ours_compile_s']:.1f} | {r.get('inductor_compile_s', float('nan')):.1f} "
-                     f"| {r['triton_only_ms']:.3f} | {eager / r['triton_only_ms']:.2f}x | {r['aten_matmuls_left']} |")
+                     f"| {r['triton_only_ms']:.3f} | {eager / r['triton_only_ms']:.2f}x | {r['aten_matmuls_left']} "
+                     + (f"| {r['tma_ms']:.3f} ({eager / r['tma_ms']:.2f}x) | {r['tma_kernels']} |" if "tma_ms" in r
+                        else "| - | - |"))
     return "\n".join(lines)
 
 
@@ -126,11 +138,14 @@ def main():
     parser.add_argument("--mode", default="max-autotune-no-cudagraphs",
                         help="torch.compile mode for both compilers (default: max-autotune-no-cudagraphs)")
     parser.add_argument("--out", help="also write the rows as JSON here")
+    parser.add_argument("--only", default="", help="only the workloads whose name contains this (e.g. MLP)")
+    parser.add_argument("--tma", action="store_true",
+                        help="also ours with TRITON only + enable_persistent_tma_matmul (persistent/TMA templates)")
     args = parser.parse_args()
     if not args.smoke and not torch.cuda.is_available():
         parser.error("needs a GPU (or --smoke)")
     torch.backends.cuda.matmul.allow_tf32 = False   # IEEE float32 for eager, Inductor and ours alike
-    rows = run(args.smoke, args.mode)
+    rows = run(args.smoke, args.mode, args.only, args.tma)
     device = "CPU (smoke, interpreted)" if args.smoke else torch.cuda.get_device_name()
     print(markdown(rows, device, args.mode))
     if args.out:
