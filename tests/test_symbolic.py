@@ -151,6 +151,26 @@ def test_fallback_per_graph_is_logged_once(caplog, monkeypatch):
     assert metrics().specializations == 2
 
 
+def test_freezing_pass_failure_falls_back_per_shape(caplog, monkeypatch):
+    """With freezing=True, a failure inside the freezing pass itself (not only in lowering)
+    on a symbolic graph is compiled once per shape, still frozen, and logged."""
+    from miniinductor.capture import freezing
+    original = freezing.freeze
+
+    def no_symbols(gm, example_inputs, candidates):
+        if any(isinstance(s, torch.SymInt) for x in example_inputs if isinstance(x, torch.Tensor) for s in x.shape):
+            raise RuntimeError("cannot freeze with symbolic sizes (a test's stand-in)")
+        return original(gm, example_inputs, candidates)
+    monkeypatch.setattr(freezing, "freeze", no_symbols)
+    model = LayerNormMLP().eval()
+    compiled = compile_(model, dynamic=True, freezing=True)
+    with caplog.at_level(logging.INFO, logger="miniinductor.dynamic"), torch.no_grad():
+        for n in (3, 5, 9):
+            check(model, randn(n, 32), compiled=compiled, rtol=1e-4, atol=1e-5)
+    assert any("compiled once per shape" in r.getMessage() and "stand-in" in r.getMessage() for r in caplog.records)
+    assert metrics().specializations == 3
+
+
 @pytest.mark.skipif(TRITON, reason="Triton kernels are not generic in their sizes yet")
 def test_backward_falls_back_alone(monkeypatch):
     """The forward compiles symbolically and runs; its backward (compiled lazily) fails

@@ -91,6 +91,9 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
     elif config.freezing:
         inference = functools.partial(compile_frozen, inner=inference,
                                       candidates=frozen_candidates(gm, example_inputs))
+        if symbolic:   # a failure in the freezing pass itself falls back per shape too
+            inference = functools.partial(_symbolic, inference)
+        inference._is_wrapped_bw_compiler = True
     with _autocast(config, example_inputs):
         return aot_autograd(
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
