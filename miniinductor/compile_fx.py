@@ -214,9 +214,6 @@ def _log_compiled(cg: CompiledGraph):
 
 def _unsupported_graph(gm, example_inputs) -> str | None:
     """Why this ATen graph must run eagerly, or None."""
-    data_dependent = _data_dependent_ops(gm)
-    if data_dependent:
-        return f"data-dependent sizes (from {', '.join(data_dependent)})"
     try:
         device = graph_device(gm, example_inputs)
     except ValueError as exc:   # tensors on several devices
@@ -314,7 +311,18 @@ def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm
     if reason is not None:
         log.warning("miniinductor runs this %s graph eagerly: %s are not supported", name, reason)
         return make_boxed_func(gm.forward)
-    compiled = compile_graph(gm, example_inputs, config, name)
+    data_dependent = _data_dependent_ops(gm)
+    try:   # the ops that make data-dependent sizes run in ATen; the rest is compiled around them
+        compiled = compile_graph(gm, example_inputs, config, name)
+    except Exception as exc:
+        if not data_dependent:
+            raise
+        log.warning("miniinductor runs this %s graph eagerly: its data-dependent sizes (from %s) could not be "
+                    "compiled around: %s: %s", name, ", ".join(data_dependent), type(exc).__name__,
+                    (str(exc).strip().splitlines() or [""])[0][:200])
+        return make_boxed_func(gm.forward)
+    if data_dependent:
+        log.info("%s: %s ran in ATen (data-dependent sizes); the rest is compiled", name, ", ".join(data_dependent))
     compiled.fx_graph_module = dynamo_gm
     for hook in after_compile:
         hook(compiled, config)

@@ -1,17 +1,22 @@
 """Graphs whose sizes depend on tensor data (Dynamo's unbacked symbols u0, u1, ...).
 
-Our lowering sizes every buffer statically, so such a graph runs eagerly, and says which op
-made its sizes data-dependent; before, these crashed inside the compiler (a guard on u0, or
-`int + None` while sizing a buffer). Each case is compared with eager, forward and, where the
-op is differentiable, backward; inputs are fresh random values with both signs, so masks
-select a data-dependent count.
+The op that makes a data-dependent size (nonzero, `.item()`, a boolean mask,
+repeat_interleave by a tensor) runs in ATen; the wrapper reads the size from its result
+(`u0 = buf1.size(0)`) and the rest of the graph is compiled around it, its kernels taking u0
+as an argument like any size symbol -- one compile for every count. Where that cannot be
+done, the whole graph runs eagerly and says which op made its sizes data-dependent (before,
+these crashed inside the compiler). Each case is compared with eager on several fresh inputs
+with both signs (so each makes another count), forward and, where the op is
+differentiable, backward.
 """
 import logging
+import re
 
 import pytest
 import torch
 
 import miniinductor  # noqa: F401  (registers the backend)
+from miniinductor.compile_fx import collect_compiled
 
 CASES = {
     "nonzero": (lambda x: torch.nonzero(x > 0).float().sum(0) * 2, "aten.nonzero"),
@@ -33,16 +38,32 @@ def data_dependent_capture(monkeypatch):
 
 
 @pytest.mark.parametrize("name", CASES)
-def test_data_dependent_graph_runs_eagerly_and_names_the_op(name, data_dependent_capture, caplog):
+def test_data_dependent_op_runs_in_aten_and_the_rest_compiles(name, data_dependent_capture, caplog):
     fn, op = CASES[name]
+    compiled = torch.compile(fn, backend="miniinductor", fullgraph=True)
+    with caplog.at_level(logging.INFO, logger="miniinductor"), collect_compiled() as graphs:
+        for n in (16, 16, 16, 23):
+            x = torch.randn(n)
+            x[0], x[1] = 1.5, -1.5                 # at least one of each sign
+            out, ref = compiled(x), fn(x)
+            for a, b in zip(out if isinstance(out, list) else [out], ref if isinstance(ref, list) else [ref]):
+                torch.testing.assert_close(a, b)
+    assert len(graphs) <= 2 and all(g.kernels for g in graphs), caplog.text   # (23: a new input size)
+    assert f"{op}" in caplog.text and "ran in ATen (data-dependent sizes); the rest is compiled" in caplog.text
+    symbols = re.findall(r"^    (u\d+) = buf\d+", graphs[0].wrapper_source, re.M)
+    assert symbols, graphs[0].wrapper_source   # bound from the op's result, then passed to the kernels
+
+
+def test_graph_that_cannot_be_compiled_around_runs_eagerly(data_dependent_capture, caplog, monkeypatch):
+    """If compiling around the data-dependent op fails, the graph runs eagerly and says why."""
+    from miniinductor.codegen import wrapper
+    monkeypatch.setattr(wrapper.WrapperCodeGen, "generate", lambda *a, **k: 1 / 0)
+    fn, op = CASES["nonzero"]
     x = torch.randn(16)
-    x[0], x[1] = 1.5, -1.5                 # at least one of each sign
     with caplog.at_level(logging.WARNING, logger="miniinductor"):
         out = torch.compile(fn, backend="miniinductor", fullgraph=True)(x)
-    ref = fn(x)
-    for a, b in zip(out if isinstance(out, list) else [out], ref if isinstance(ref, list) else [ref]):
-        torch.testing.assert_close(a, b)
-    assert f"data-dependent sizes (from {op}" in caplog.text, caplog.text
+    torch.testing.assert_close(out, fn(x))
+    assert f"data-dependent sizes (from {op}" in caplog.text and "ZeroDivisionError" in caplog.text
 
 
 def test_data_dependent_graph_gradients(data_dependent_capture):

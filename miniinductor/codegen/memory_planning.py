@@ -33,6 +33,7 @@ import sympy
 import torch
 
 from ..ir.nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput
+from ..ir.sizevars import UNBACKED_HINT
 from ..logs import plural
 from ..virtualized import V
 
@@ -215,5 +216,8 @@ def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
 
 
 def _hint(size) -> int:
-    """A size of a meta tensor as an int: a SymInt's traced value, read without a guard."""
-    return size.node.hint if isinstance(size, torch.SymInt) else size
+    """A size of a meta tensor as an int: a SymInt's traced value, read without a guard (a
+    data-dependent one has none: its stand-in)."""
+    if not isinstance(size, torch.SymInt):
+        return size
+    return size.node.hint if size.node.hint is not None else UNBACKED_HINT

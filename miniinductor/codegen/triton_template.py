@@ -190,10 +190,10 @@ def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr:
                  descriptor("b", b_ptr, g.b_offset, "K", "N", sbk, sbn, bk, "RBLOCK")]
     if persistent:
         head += [f"for tile in range(pid, grid_m * grid_n, {config['programs']}):"]
-    a_load = (f"a_desc.load([pid_m * XBLOCK, k])" if sak == 1 else "a_desc.load([k, pid_m * XBLOCK]).T") \
+    a_load = ("a_desc.load([pid_m * XBLOCK, k])" if sak == 1 else "a_desc.load([k, pid_m * XBLOCK]).T") \
         if persistent == "tma" else \
         f"tl.load({address(a_ptr, g.a_offset, sab, 'ram[:, None]', sam, '(k + rk)[None, :]', sak)}{a_mask})"
-    b_load = (f"b_desc.load([k, pid_n * RBLOCK])" if sbn == 1 else "b_desc.load([pid_n * RBLOCK, k]).T") \
+    b_load = ("b_desc.load([k, pid_n * RBLOCK])" if sbn == 1 else "b_desc.load([pid_n * RBLOCK, k]).T") \
         if persistent == "tma" else \
         f"tl.load({address(b_ptr, g.b_offset, sbb, '(k + rk)[:, None]', sbk, 'rbn[None, :]', sbn)}{b_mask})"
     body = [

@@ -68,6 +68,8 @@ def op_path(op) -> str:
         return f"torch.ops.{op.namespace}.{op._opname}.{op._overloadname}"
     if isinstance(op, torch._ops.HigherOrderOperator):
         return f"torch.ops.higher_order.{op.name()}"
+    if op.__module__ == "_operator":   # a size computation left in the graph (`u0 >= 0`)
+        return f"operator.{op.__name__}"
     return f"{op.__module__}.{op.__name__}"
 
 
@@ -129,7 +131,10 @@ class WrapperCodeGen:
                 node = item.node
                 step = Step(f"extern {node.get_name()}", [], set(self._extern_reads(node)), {node.get_name()},
                             may_alias=may_alias(node))
-                steps.append((step, self._extern_lines(node)))
+                lines = self._extern_lines(node)
+                binds = [f"{sym} = {node.get_name()}{source}  # a data-dependent size"
+                         for sym, source in self.graph.unbacked_bindings.get(node.get_name(), [])]
+                steps.append((step, lines[:1] + binds + lines[1:]))
         return steps
 
     def plan_nbytes(self, name: str) -> int:
@@ -222,7 +227,8 @@ class WrapperCodeGen:
                     bind(stride, f"{name}.stride({k})")
         needed = {str(s) for e in self._size_exprs() for s in self.graph.sizevars.free_symbols(e)}
         needed |= {s for kernel in self.kernels.values() for s in kernel.size_args}
-        missing = needed - set(map(str, bound))
+        unbacked = {str(sym) for pairs in self.graph.unbacked_bindings.values() for sym, _ in pairs}
+        missing = needed - set(map(str, bound)) - unbacked   # (those are bound after the op that makes them)
         if missing:
             raise SymbolicUnsupported(f"the wrapper cannot read {', '.join(sorted(missing))} from the inputs")
         return lines
@@ -242,6 +248,7 @@ class WrapperCodeGen:
         code = IndentedBuffer()
         code.writelines([
             f"# miniinductor generated wrapper for {self.graph.name}",
+            "import operator  # noqa: F401  (size computations: operator.ge(u0, 0))",
             "import torch",
             "from miniinductor.runtime.cpp_builder import load_kernels",
             "from miniinductor.runtime.helpers import check_layout, empty_strided_cpu, empty_strided_cuda, reinterpret",

@@ -14,19 +14,23 @@ argument. Three kinds of question, as in Inductor:
   * `guard_equals`: an equality we rely on, added to the ShapeEnv as a guard (Dynamo checks
     it before each call and recompiles when it fails).
 
-Simplified: no replacements or precomputed sizes, no unbacked (data-dependent) symbols:
-a graph with those is not compiled symbolically (`SymbolicUnsupported`). A static graph has
-a `SizeVarAllocator()` without a ShapeEnv, whose sizes are all ints.
+Data-dependent (unbacked) symbols u0, u1... -- the count of a `nonzero`, an `.item()` -- come
+from ops that run in ATen; the wrapper binds each from that op's result (`u0 = buf2.size(0)`),
+later kernels take it as an argument like any size, and heuristics see `UNBACKED_HINT`.
+Simplified: no replacements or precomputed sizes. A static graph has a `SizeVarAllocator()`
+without a ShapeEnv, whose sizes are all ints.
 """
 from __future__ import annotations
 
 import sympy
 import torch
 import torch.utils._sympy.functions as torch_sympy
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from ..virtualized import V
 
 MAX_MIN = (sympy.Max, sympy.Min, torch_sympy.Max, torch_sympy.Min)   # SymPy's and torch's own
+UNBACKED_HINT = 8192   # a data-dependent size's stand-in for heuristics (Inductor's unbacked_symint_fallback)
 
 
 class SymbolicUnsupported(Exception):
@@ -61,9 +65,12 @@ def is_static(x) -> bool:
     return isinstance(x, int) or (isinstance(x, sympy.Basic) and x.is_Integer)
 
 
-def shape_env_of(example_inputs):
-    """Dynamo's ShapeEnv, read from the inputs' symbolic sizes (None for a static graph)."""
-    for x in example_inputs:
+def shape_env_of(example_inputs, gm=None):
+    """Dynamo's ShapeEnv, read from the inputs' symbolic sizes, or else from the sizes of
+    `gm`'s values (a graph with static inputs whose ops make data-dependent sizes u0, u1...);
+    None for a static graph."""
+    values = list(example_inputs) + ([n.meta.get("val") for n in gm.graph.nodes] if gm is not None else [])
+    for x in values:
         items = [x] if isinstance(x, torch.SymInt) else list(x.shape) + list(x.stride()) \
             if isinstance(x, torch.Tensor) and x.layout == torch.strided else []
         for s in items:
@@ -84,10 +91,18 @@ class SizeVarAllocator:
     def var_to_val(self) -> dict:
         """Each size symbol's traced value (the hint)."""
         env = self.shape_env
-        return getattr(env, "backed_var_to_val", None) or env.var_to_val if env is not None else {}
+        if env is None:
+            return {}
+        return env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
 
     def is_size_symbol(self, s) -> bool:
-        return s in self.var_to_val
+        return s in self.var_to_val or self.is_unbacked(s)
+
+    @staticmethod
+    def is_unbacked(s) -> bool:
+        """A data-dependent size (u0, u1...: nonzero's count, an `.item()`), known only once the
+        op that makes it has run: the wrapper binds it from that op's result."""
+        return isinstance(s, sympy.Symbol) and bool(free_unbacked_symbols(s))
 
     def free_symbols(self, expr) -> set[sympy.Symbol]:
         """The size symbols `expr` reads (not loop variables, not indirect indices)."""
@@ -112,6 +127,7 @@ class SizeVarAllocator:
         expr = sympy.sympify(expr)
         if not expr.is_Integer and self.shape_env is not None:
             expr = expr.xreplace(self.var_to_val)
+            expr = expr.xreplace({u: UNBACKED_HINT for u in expr.free_symbols if self.is_unbacked(u)})
         return int(expr)
 
     def statically_known_true(self, cond) -> bool:

@@ -29,9 +29,11 @@ import functools
 import logging
 import operator
 
+import sympy
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import metrics
 from ..codegen.policy import BackendPolicy, policy_for
@@ -138,7 +140,8 @@ class GraphLowering(torch.fx.Interpreter):
         self._device = graph_device(gm, example_inputs)
         self.policy = policy or policy_for(self._device, config)   # what is backend-specific
         self._by_name: dict[str, Buffer] = {}
-        self.sizevars = SizeVarAllocator(shape_env_of(example_inputs))   # sizes: ints or of s0, s1...
+        self.sizevars = SizeVarAllocator(shape_env_of(example_inputs, gm))   # sizes: ints or of s0, s1, u0...
+        self.unbacked_bindings: dict[str, list] = {}   # extern buffer → [(u0, ".size(0)")]: bound after it runs
         self.symbol_inputs: dict[str, object] = {}   # a SymInt input's name → its symbol
 
     # ------------------------------------------------------------------ helpers for lowerings
@@ -199,7 +202,8 @@ class GraphLowering(torch.fx.Interpreter):
     def run_node(self, node):
         self._node = node
         try:
-            if node.op == "call_function" and isinstance(node.meta.get("val"), torch.SymInt):
+            if node.op == "call_function" and isinstance(node.meta.get("val"), torch.SymInt) \
+                    and not self._makes_unbacked():   # (an .item() runs, in ATen)
                 value = as_expr(node.meta["val"])   # a size computed from sizes (sym_size, s0*16...)
             else:
                 value = super().run_node(node)
@@ -248,6 +252,10 @@ class GraphLowering(torch.fx.Interpreter):
     def call_function(self, target, args, kwargs):
         if target is operator.getitem:
             return args[0][args[1]]
+        if target is torch.ops.aten._assert_scalar.default:
+            return None   # Dynamo's check of a data-dependent size's range (u0 >= 0): no code
+        if getattr(target, "__module__", None) == "_operator" and all(isinstance(a, (int, sympy.Basic)) for a in args):
+            return as_expr(target(*map(sympy.sympify, args)))   # size arithmetic: an expression of the sizes
         lowering = find_lowering(target)
         reason = self._unsupported_reason(target, args, lowering)
         created = len(self.buffers)
@@ -288,6 +296,8 @@ class GraphLowering(torch.fx.Interpreter):
                 loops.origins |= inherited | {self._node.name}
 
     def _unsupported_reason(self, target, args, lowering):
+        if self._makes_unbacked():
+            return "data-dependent output size"
         if lowering is None:
             return "no lowering"
         if self.config.fallback_all:
@@ -338,12 +348,29 @@ class GraphLowering(torch.fx.Interpreter):
             return Layout(t.device, t.dtype, as_exprs(t.shape), as_exprs(t.stride()))
         origins = [self._node.name]   # as a ComputedBuffer's: the FX nodes it was lowered from
         if isinstance(meta, torch.Tensor):
-            return self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason, origins))
+            buf = self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason, origins))
+            self._bind_unbacked(buf, [(s, f".size({k})") for k, s in enumerate(as_exprs(meta.shape))])
+            return buf
         kernel = self.register_buffer(ExternKernel(None, None, target, args, kwargs, reason, origins))
+        if isinstance(meta, torch.SymInt) and self.sizevars.is_unbacked(as_expr(meta)):   # an .item()
+            self._bind_unbacked(kernel, [(as_expr(meta), "")])
+            return as_expr(meta)
         if isinstance(meta, (list, tuple)):
             return tuple(self.register_buffer(MultiOutput(None, layout_of(t), kernel, i))
                          if isinstance(t, torch.Tensor) else None for i, t in enumerate(meta))
         return None
+
+    def _makes_unbacked(self) -> bool:
+        """Does the current node's value have a data-dependent size its inputs do not?"""
+        made = free_unbacked_symbols(self._node.meta.get("val"))
+        return bool(made - set().union(*(free_unbacked_symbols(a.meta.get("val")) for a in self._node.all_input_nodes)))
+
+    def _bind_unbacked(self, buf, candidates):
+        """Record where the wrapper reads each new data-dependent symbol from: `buf`'s result."""
+        bound = {sym for pairs in self.unbacked_bindings.values() for sym, _ in pairs}
+        new = [(s, src) for s, src in candidates if self.sizevars.is_unbacked(s) and s not in bound]
+        if new:
+            self.unbacked_bindings[buf.get_name()] = new
 
     # ------------------------------------------------------------------ outputs
     def output(self, target, args, kwargs):
