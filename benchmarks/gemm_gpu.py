@@ -71,18 +71,24 @@ def time_ms(fn, x, smoke: bool) -> float:
         return do_bench(lambda: fn(x), warmup=25, rep=200)
 
 
-def first_call(make, x, smoke: bool):
-    """(the compiled function, seconds its first call took, the graphs we compiled)."""
+def first_call(make, x, smoke: bool, reference=None):
+    """(the compiled function, seconds its first call took, the graphs we compiled). With
+    `reference` (eager's output), the first call's output must match it: relative error
+    (max |out - ref| / max |ref|) under 2e-2 (bfloat16 rounds to 8 bits; float32 in IEEE
+    or TF32 sums in other orders) -- a wrong kernel is an error of order 1."""
     torch._dynamo.reset()
     with collect_compiled() as graphs, torch.no_grad():
         fn = make()
         if not smoke:
             torch.cuda.synchronize()
         start = time.perf_counter()
-        fn(x)
+        out = fn(x)
         if not smoke:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
+    if reference is not None:
+        err = ((out.float() - reference.float()).abs().max() / reference.float().abs().max()).item()
+        assert err < 2e-2, f"compiled output differs from eager: relative error {err:.2e}"
     return fn, seconds, graphs
 
 
@@ -93,20 +99,22 @@ def run(smoke: bool, mode: str, only: str = "", tma: bool = False) -> list[dict]
         if only and only.lower() not in name.lower():
             continue
         row = {"workload": name, "eager_ms": time_ms(module, x, smoke)}
+        with torch.no_grad():
+            reference = module(x)
         ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
-                                                    x, smoke)
+                                                    x, smoke, reference)
         row["ours_ms"] = time_ms(ours, x, smoke)
         if not smoke:
             inductor, row["inductor_compile_s"], _ = first_call(lambda: torch.compile(module, mode=mode), x, smoke)
             row["inductor_ms"] = time_ms(inductor, x, smoke)
         triton_only, _, graphs = first_call(lambda: miniinductor.compile(
-            module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke)
+            module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference)
         row["triton_only_ms"] = time_ms(triton_only, x, smoke)
         row["aten_matmuls_left"] = sum(g.wrapper_source.count(op) for g in graphs for op in ATEN_MATMULS)
         if tma:   # every matmul from a template, persistent ones (TMA on 9.0+) among the choices
             tma_fn, _, graphs = first_call(lambda: miniinductor.compile(
                 module, mode=mode, max_autotune_gemm_backends="TRITON", enable_persistent_tma_matmul=True,
-                **ours_options), x, smoke)
+                **ours_options), x, smoke, reference)
             row["tma_ms"] = time_ms(tma_fn, x, smoke)
             sources = "".join(k.source for g in graphs for k in g.kernels.values())
             row["tma_kernels"] = sources.count("tl.make_tensor_descriptor") // 2
