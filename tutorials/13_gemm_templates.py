@@ -26,14 +26,15 @@ import logging
 import os
 import re
 
-os.environ.setdefault("TRITON_INTERPRET", "1")   # (read by Triton when it is imported)
-
 import torch
 import torch.nn.functional as F
 
-import miniinductor
-from miniinductor.codegen.triton_template import GEMM_CONFIGS
-from miniinductor.compile_fx import collect_compiled
+if not torch.cuda.is_available():   # no GPU: Triton's interpreter (read when Triton is imported)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import miniinductor  # noqa: E402
+from miniinductor.codegen.triton_template import GEMM_CONFIGS  # noqa: E402
+from miniinductor.compile_fx import collect_compiled  # noqa: E402
 
 torch.manual_seed(0)
 HAS_GPU = torch.cuda.is_available()
