@@ -92,7 +92,7 @@ def kernel_lines(result) -> list[str]:
                      f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
         for k in cg.kernels.values():
             origins = ", ".join(k.origins) or "?"
-            lines.append(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
+            lines.append(f"  {k.name}: {k.computes()} <- {origins} ({human_bytes(k.bytes_moved)})")
     return lines
 
 
