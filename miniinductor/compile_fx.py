@@ -324,7 +324,8 @@ def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm
     call = compiled.__call__   # through the instance: debug tools may swap compiled.call
     if config.cudagraphs:
         if compiled.graph.current_device().type == "cuda":
-            call = cudagraphify(call)
+            targets = set(compiled.graph.mutations.values())
+            call = cudagraphify(call, [k for k, n in enumerate(compiled.graph.graph_input_names) if n in targets])
         else:
             log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)
     call = runtime_call(call, gm)

@@ -182,3 +182,21 @@ def test_batchnorm_train_running_stats(backend):
                 torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-5, msg=lambda m: f"{name}.grad: {m}")
     forward = next(cg for cg in graphs if cg.graph.name == "forward")
     assert len(forward.scheduler.mutations) == 3, forward.scheduler.mutations   # mean, var, count
+
+
+def test_copy_into_an_input_our_kernels_do_not_take():
+    """A complex input's copy_ stays an ATen call (no kernel stores complex numbers); the
+    scheduler still runs the readers of the old value before it."""
+    def fn(x, y):
+        z = x * 2
+        x.add_(y)
+        return z, x.abs()
+    torch._dynamo.reset()
+    x, y = (torch.randn(6, dtype=torch.complex64) for _ in range(2))
+    with collect_compiled() as graphs:
+        check(fn, x, y, compiled=miniinductor.compile(fn))
+    (cg,) = graphs
+    (copy,) = [n for n in cg.scheduler.nodes if "copy_" in str(getattr(n.node, "op", ""))]
+    assert cg.scheduler.overwritten == {"arg0_1": [copy.get_name()]}
+    readers = [g for g in cg.scheduler.schedule if "arg0_1" in g.read_names() and g is not copy]
+    assert readers and all(cg.scheduler.schedule.index(g) < cg.scheduler.schedule.index(copy) for g in readers)

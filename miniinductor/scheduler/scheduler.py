@@ -160,21 +160,32 @@ class FusedGroup:
 
 
 def overwritten_by(nodes, mutations: dict[str, str]) -> dict[str, list[str]]:
-    """Input or buffer name → the mutations (buffers computed into an input) that overwrite
-    its memory after it is made, in program order: the input's, and a later mutation of the
-    same input overwrites an earlier one's buffer and any extern result that may alias it."""
+    """Input or buffer name → the nodes that overwrite its memory after it is made, in
+    program order: mutations (buffers computed into an input) and in-place ATen calls (an
+    input's `copy_` where our kernels do not take its dtype) overwrite the input, any buffer
+    an earlier one of them made, and any extern result that may alias them."""
     shares: dict[str, set[str]] = {}   # a name → the inputs whose memory it may be
     found: dict[str, list[str]] = {}
     for node in nodes:
         name = node.get_name()
-        if name in mutations:
-            target = mutations[name]
+        targets = [mutations[name]] if name in mutations else _written_args(node)
+        for target in targets:
             for other in [target, *(n for n, inputs in shares.items() if target in inputs)]:
                 found.setdefault(other, []).append(name)
-            shares[name] = {target}
+        if targets:
+            shares[name] = set(targets)
         elif isinstance(node, ExternKernelSchedulerNode) and may_alias(node.node):
             shares[name] = set().union(*(shares.get(n, {n}) for n in node.read_names()))
     return found
+
+
+def _written_args(node) -> list[str]:
+    """The buffers an ATen call writes into, as its schema says (`copy_`'s first argument)."""
+    schema = getattr(getattr(node.node, "op", None), "_schema", None) if isinstance(node, ExternKernelSchedulerNode) else None
+    if schema is None or not isinstance(node.node, ExternKernel):
+        return []
+    return [a.get_name() for a, arg in zip(node.node.args, schema.arguments)
+            if arg.alias_info is not None and arg.alias_info.is_write and hasattr(a, "get_name")]
 
 
 class Scheduler:
