@@ -20,8 +20,8 @@ In place (`inplace_buffers`, decided per kernel before its code is generated): a
 may write an output straight over an input that dies in it, read only at the same index;
 the kernel then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the
 wrapper binds `out = src`. A buffer computed into a graph input (a mutation) is bound the
-same way, `buf3 = arg2_1`, on either backend: the plan keeps it like an output. Simplified: no pool across graphs; Triton kernels do not write
-in place.
+same way, `buf3 = arg2_1`, on either backend, and the plan keeps it like an output.
+Simplified: no pool across graphs; Triton kernels write in place only into mutated inputs.
 
 `plan_memory` is the pass; a `MemoryPlan` is its result.
 """
