@@ -6,8 +6,10 @@
 --foreach / --no-foreach) over `--tensors` parameters shaped like a transformer's: (w,),
 (w, w), (4w, w), (4w,) in turn. Prints a markdown row per backend (the section "Combo
 kernels: Adam over 64 tensors" of docs/benchmarks.md): ms per step (the median over
-repeats of the mean over about 0.2 s of steps) and the kernels one step launches (the
-steady-state graph's: the first steps compile the graphs that create the state).
+repeats of the mean over about 0.2 s of steps), the kernels one step launches (the
+steady-state graph's: the first steps compile the graphs that create the state) and the
+`aten::copy_` calls in one profiled step (a compiled step that wrote its results beside
+the parameters had them copied back, one per tensor: capture/aot.py).
 """
 from __future__ import annotations
 
@@ -45,6 +47,14 @@ def make_step(backend: str, params, foreach):
         with collect_compiled(lambda cg: counts.append(len(cg.kernels))):
             compiled()
     return step, counts
+
+
+def copies_per_step(step, sync) -> int:
+    """`aten::copy_` calls in one step, from the profiler."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+        sync()
+    return sum(e.count for e in prof.key_averages() if e.key == "aten::copy_")
 
 
 def mean_ms(step, sync, target_s=0.2) -> float:
@@ -91,13 +101,13 @@ def main():
     numel = sum(x.numel() for x in init)
     print(f"Adam over {args.tensors} tensors ({numel / 1e6:.2f} M parameters, width {args.width}), "
           f"{args.device}, foreach={args.foreach}")
-    print("| backend | ms per step | x eager | kernels per step |")
-    print("|---|---|---|---|")
+    print("| backend | ms per step | x eager | kernels per step | aten::copy_ per step |")
+    print("|---|---|---|---|---|")
     eager = statistics.median(times["eager"])
-    for name, (_, counts, _) in backends.items():
+    for name, (step, counts, _) in backends.items():
         ms = statistics.median(times[name])
         kernels = str(counts[-1]) if counts else "-"
-        print(f"| {name} | {ms:.3f} | {eager / ms:.2f} | {kernels} |", flush=True)
+        print(f"| {name} | {ms:.3f} | {eager / ms:.2f} | {kernels} | {copies_per_step(step, sync)} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -135,8 +135,12 @@ def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
     make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
     kernel = make(group, config)
     kernel.removed = removable_buffers(group, scheduler, kernel)
+    # a mutation writes through its input's pointer; where the backend writes in place, so may
+    # an output over a dying input
+    inplace = {n: scheduler.mutations[n] for n in group.get_names() if n in scheduler.mutations}
     if graph is not None and graph.policy.writes_in_place:
-        kernel.set_inplace(inplace_buffers(group, scheduler, graph, kernel.removed))
+        inplace |= inplace_buffers(group, scheduler, graph, kernel.removed)
+    kernel.set_inplace(inplace)
     for node in group.nodes:
         kernel.codegen_node(node)
     return kernel
@@ -329,7 +333,8 @@ def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm
     call = compiled.__call__   # through the instance: debug tools may swap compiled.call
     if config.cudagraphs:
         if compiled.graph.current_device().type == "cuda":
-            call = cudagraphify(call)
+            targets = set(compiled.graph.mutations.values())
+            call = cudagraphify(call, [k for k, n in enumerate(compiled.graph.graph_input_names) if n in targets])
         else:
             log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)
     call = runtime_call(call, gm)

@@ -76,6 +76,41 @@ def test_cudagraph_training_step_matches():
         torch.testing.assert_close(a.grad, b.grad, **TOL)
 
 
+def test_cudagraph_input_mutations():
+    """Graphs that write into their inputs under CUDA graphs: the first call mutates once
+    (its warm-up run is the call), a later call with a tensor at another address gets the
+    new value copied back, one at the recorded address is written in place; a compiled Adam
+    step and BatchNorm training steps keep eager's parameters, state and running stats."""
+    def add_(x, y):
+        x.add_(y)
+        return x.sum()
+    compiled = miniinductor.compile(add_, mode="reduce-overhead")
+    same = torch.randn(64, device="cuda")
+    for x in (same, torch.randn(64, device="cuda"), same):
+        y = torch.randn(64, device="cuda")
+        expected_x = x + y
+        torch.testing.assert_close(compiled(x, y), expected_x.sum(), **TOL)
+        torch.testing.assert_close(x, expected_x)
+
+    torch.manual_seed(0)
+    models = [nn.Sequential(nn.Linear(16, 32), nn.BatchNorm1d(32), nn.ReLU(), nn.Linear(32, 4)).cuda() for _ in range(2)]
+    models[1].load_state_dict(models[0].state_dict())
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in models]
+    run_c = miniinductor.compile(models[1], mode="reduce-overhead")
+    step_c = miniinductor.compile(opts[1].step, mode="reduce-overhead")
+    for _ in range(3):
+        x = torch.randn(8, 16, device="cuda")
+        for run, opt, step in ((models[0], opts[0], opts[0].step), (run_c, opts[1], step_c)):
+            opt.zero_grad()
+            run(x).square().mean().backward()
+            step()
+    for (name, a), b in zip(models[0].state_dict().items(), models[1].state_dict().values()):
+        torch.testing.assert_close(b, a, **TOL, msg=lambda m: f"{name}: {m}")
+    for p_e, p_c in zip(models[0].parameters(), models[1].parameters()):
+        for key, value in opts[0].state[p_e].items():
+            torch.testing.assert_close(opts[1].state[p_c][key], value, **TOL, msg=lambda m: f"{key}: {m}")
+
+
 # --------------------------------------------------------------------------- graphs with no tensor inputs
 # Their device comes from their nodes (lowering/graph.py graph_device): taken from the inputs,
 # it defaulted to the CPU and C++ kernels wrote CUDA memory, a segfault, so each case runs in

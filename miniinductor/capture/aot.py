@@ -26,6 +26,12 @@ get the next piece's example inputs (otherwise it runs the uncompiled piece on t
 Called directly, AOTAutograd armed the fake first call but DDPOptimizer never made it: the
 first real step got fake outputs back and its backward failed.
 
+Input mutations stay in the graph (`keep_inference_input_mutations`, as Inductor asks): a graph
+that writes into its inputs (an optimizer step, `x.add_(1)`; in training, BatchNorm's running
+statistics) ends with `aten.copy_(input, new_value)`, which lowering stores straight into the
+input's memory (`GraphLowering.mutate_input`). Without it AOTAutograd returned the new values
+and copied them back outside our code: one `aten::copy_` per mutated input per call.
+
 Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
 ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
 compiled code does what eager does under autocast, without autocast being on at run time.
@@ -98,7 +104,7 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
         return aot_autograd(
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
             inference_compiler=inference, decompositions=decomposition_table(training=training),
-            partition_fn=min_cut_rematerialization_partition,
+            partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
         )(gm, example_inputs)
 
 

@@ -52,9 +52,14 @@ class GeneratedKernel:
     buffers: list[str] = dataclasses.field(default_factory=list)   # the buffers it computes
     bytes_moved: int = 0       # bytes its arguments take: filled by compile_fx once sizes are planned
     size_args: list[str] = dataclasses.field(default_factory=list)   # size symbols passed after the buffers (s0...)
+    mutated: dict[str, str] = dataclasses.field(default_factory=dict)   # buffer → graph input it is stored into
+
+    def computes(self) -> str:
+        """Its buffers, one stored into a graph input shown as `buf3 -> arg2_1 (in place)`."""
+        return ", ".join(f"{b} -> {self.mutated[b]} (in place)" if b in self.mutated else b for b in self.buffers)
 
     def __str__(self):
-        return (f"{self.graph}.{self.name}: computes {', '.join(self.buffers)} from "
+        return (f"{self.graph}.{self.name}: computes {self.computes()} from "
                 f"{', '.join(self.origins)}; moves {self.bytes_moved} bytes")
 
 
@@ -421,6 +426,7 @@ class Kernel:
         graph = V.graph.name if V.has_graph() else "graph"
         suffix = str(index) if graph in ("forward", "inference", "graph") else f"{graph}{index}"
         self.name = f"{self.name_prefix()}_{fused_name(origins)}_{suffix}"
+        mutated = {o: s for o, s in self.args.inplace.items() if V.has_graph() and o in V.graph.mutations}
         return GeneratedKernel(self.name, self.language, self.codegen(), self.args.call_names(), set(self.removed),
                                dict(self.args.inplace), origins, graph, group.get_names(),
-                               size_args=self.args.size_names())
+                               size_args=self.args.size_names(), mutated=mutated)

@@ -19,8 +19,9 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
 In place (`inplace_buffers`, decided per kernel before its code is generated): a C++ kernel
 may write an output straight over an input that dies in it, read only at the same index;
 the kernel then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the
-wrapper binds `out = src`. Simplified: no pool across graphs; Triton kernels do not write
-in place.
+wrapper binds `out = src`. A buffer computed into a graph input (a mutation) is bound the
+same way, `buf3 = arg2_1`, on either backend, and the plan keeps it like an output.
+Simplified: no pool across graphs; Triton kernels write in place only into mutated inputs.
 
 `plan_memory` is the pass; a `MemoryPlan` is its result.
 """
@@ -32,7 +33,7 @@ import math
 import sympy
 import torch
 
-from ..ir.nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput
+from ..ir.nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, MutationLayout
 from ..ir.sizevars import UNBACKED_HINT
 from ..logs import plural
 from ..virtualized import V
@@ -75,8 +76,8 @@ def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
     written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
     for out, (k, index) in written.items():
         buf = graph.get_buffer(out)
-        if out in removed or not isinstance(buf, ComputedBuffer):
-            continue
+        if out in removed or not isinstance(buf, ComputedBuffer) or isinstance(buf.layout, MutationLayout):
+            continue   # (a mutation's memory is its input's)
         for dep in group.nodes[k].reads:
             src = dep.name
             if src in taken or src == out or src in removed or src in scheduler.output_names:

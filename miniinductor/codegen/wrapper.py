@@ -122,7 +122,8 @@ class WrapperCodeGen:
                     ptrs = ", ".join([f"{n}.data_ptr()" for n in kernel.args] + list(kernel.size_args))
                 else:                          # ... Triton launchers take the tensors
                     ptrs = ", ".join(kernel.args + kernel.size_args)
-                lines = [f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
+                lines = [f"{out} = {src}  # {out} -> {src} (in place): the input's new value" if out in kernel.mutated
+                         else f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
                          for out, src in inplace.items()]
                 lines.append(f"{kernel.name}({ptrs})  # {', '.join(kernel.origins)}")
                 defines = set(allocs) | set(inplace)
@@ -144,7 +145,8 @@ class WrapperCodeGen:
     def memory_plan(self) -> MemoryPlan:
         steps = [s for s, _ in self._steps()]
         extern_inputs = {n for s in steps if s.may_alias for n in s.reads}
-        return plan_memory(steps, self.graph.get_buffer, set(_names_in(list(self.graph.outputs))), extern_inputs)
+        keep = set(_names_in(list(self.graph.outputs))) | set(self.scheduler.mutations)   # (inputs' memory)
+        return plan_memory(steps, self.graph.get_buffer, keep, extern_inputs)
 
     def _alloc(self, buf: ComputedBuffer, plan: MemoryPlan) -> str:
         lay = buf.layout

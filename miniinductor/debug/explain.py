@@ -94,7 +94,7 @@ def kernel_lines(result) -> list[str]:
             lines += [f"  {line}" for line in cg.graph.sizevars.describe()]
         for k in cg.kernels.values():
             origins = ", ".join(k.origins) or "?"
-            lines.append(f"  {k.name}: {', '.join(k.buffers)} <- {origins} ({human_bytes(k.bytes_moved)})")
+            lines.append(f"  {k.name}: {k.computes()} <- {origins} ({human_bytes(k.bytes_moved)})")
     return lines
 
 

@@ -169,6 +169,8 @@ def _schedule_column(cg, links: GraphLinks) -> str:
             loops = f"{item.R}" + (f" x reduction {item.Q}" if item.Q else "")
             bufs = ", ".join(f'<a href="#{links.anchor("ir", b)}">{_esc(b)}</a>'
                              + (' <span class="tag">registers</span>' if b in kernel.removed else "")
+                             + (f' <span class="tag">-&gt; {_esc(kernel.mutated[b])} (in place)</span>'
+                                if b in kernel.mutated else "")
                              for b in item.get_names())
             cards.append(
                 f'<div class="kcard" id="{links.anchor("kernel", k)}"{links.data_k([k])}>'

@@ -17,7 +17,8 @@ Storage:
     slices all become a `reindex` function and, in the end, a SymPy index expression.
 
 Simplified: one `View` class instead of Inductor's many view nodes; layouts are either
-fixed (inputs, outputs, externs) or contiguous. Sizes, strides and offsets are ints, or
+fixed (inputs, outputs, externs), contiguous, or an input's own (`MutationLayout`: a value
+stored into the input it replaces). Sizes, strides and offsets are ints, or
 SymPy expressions of the graph's size symbols when it is compiled generic in its sizes
 (ir/sizevars.py).
 """
@@ -70,6 +71,18 @@ class Layout:
 
     def __str__(self):
         return f"{str(self.dtype).replace('torch.', '')}{list(self.size)} stride={list(self.stride)}"
+
+
+@dataclasses.dataclass
+class MutationLayout(Layout):
+    """The layout of a buffer computed straight into a graph input's memory (`x.add_(1)`, an
+    optimizer's parameters: AOTAutograd ends the graph with `aten.copy_(input, new_value)`):
+    the input's own size and strides; `target` names the input. Mirrors Inductor's
+    `MutationLayoutSHOULDREMOVE`."""
+    target: str = ""
+
+    def __str__(self):
+        return f"{super().__str__()} -> {self.target} (in place)"
 
 
 class IRNode:

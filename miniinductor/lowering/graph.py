@@ -49,6 +49,7 @@ from ..ir.nodes import (
     Layout,
     Loops,
     MultiOutput,
+    MutationLayout,
     Pointwise,
     ReinterpretView,
     StorageBox,
@@ -143,6 +144,10 @@ class GraphLowering(torch.fx.Interpreter):
         self.sizevars = SizeVarAllocator(shape_env_of(example_inputs, gm))   # sizes: ints or of s0, s1, u0...
         self.unbacked_bindings: dict[str, list] = {}   # extern buffer → [(u0, ".size(0)")]: bound after it runs
         self.symbol_inputs: dict[str, object] = {}   # a SymInt input's name → its symbol
+        # input mutations, which AOTAutograd leaves in the graph as `aten.copy_(input, new)`
+        self.mutated_inputs = {n.args[0].name for n in gm.graph.nodes if n.target is torch.ops.aten.copy_.default
+                               and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"}
+        self.mutations: dict[str, str] = {}   # buffer → the input whose memory it is stored into
 
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
@@ -191,6 +196,29 @@ class GraphLowering(torch.fx.Interpreter):
 
     def get_dtype(self, name: str) -> torch.dtype:
         return self.get_buffer(name).get_dtype()
+
+    def mutate_input(self, target: InputBuffer, value: IRNode) -> ComputedBuffer:
+        """`target.copy_(value)`: a buffer computed straight into the input's memory, through its
+        own strides (Inductor's `mutate_to`); the scheduler runs every reader of the input's
+        old value before it. The new value is first stored apart where computing it reads
+        another input the graph overwrites (`a.copy_(b); b.copy_(old_a)` would otherwise need
+        each kernel before the other), or this input at another element than the one it
+        replaces (`x.copy_(x.flip(0))`: elements would be overwritten before they are read)."""
+        name, lay = target.get_name(), target.layout
+        layout = MutationLayout(lay.device, lay.dtype, list(lay.size), list(lay.stride), lay.offset, target=name)
+        index = index_vars("i", layout.size)
+        recorder = RecordingHandler()
+        with V.set_ops_handler(recorder):
+            value.make_loader()(index)
+        here = sympy.expand(layout.make_indexer()(index))
+        if any(d.name in self.mutated_inputs and (d.name != name or sympy.expand(d.index - here) != 0)
+               for d in recorder.reads):
+            value = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
+            value.realize()
+        body = Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size())
+        buf = self.register_buffer(ComputedBuffer(None, layout, body))
+        self.mutations[buf.get_name()] = name
+        return buf
 
     # ------------------------------------------------------------------ the interpreter
     def run(self):

@@ -18,7 +18,7 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 from torch._prims_common import elementwise_dtypes
 
-from ..ir.nodes import IRNode, Pointwise, StorageBox, View
+from ..ir.nodes import InputBuffer, IRNode, Pointwise, StorageBox, View, unwrap_buffer
 from ..ir.sizevars import is_static
 from ..virtualized import V, ops
 from .registry import aten, prims, register_lowering
@@ -228,6 +228,16 @@ def clone(x, **kwargs):
 @register_lowering(aten.copy)
 def copy(dst, src, non_blocking=False):
     return make_pointwise(lambda v: v, (src,), dst.get_dtype(), size=dst.get_size())
+
+
+@register_lowering(aten.copy_)
+def copy_(dst, src, non_blocking=False):
+    """An input's new value (AOTAutograd ends a graph that mutates its inputs with
+    `copy_(input, new_value)`: capture/aot.py), stored into the input's own memory."""
+    target = unwrap_buffer(dst)
+    if not isinstance(target, InputBuffer) or target.get_name() not in V.graph.mutated_inputs:
+        raise NotImplementedError("copy_ into a value that is not a graph input")  # → ATen
+    return V.graph.mutate_input(target, copy(dst, src))
 
 
 def constant_fill(size, value, dtype, device) -> StorageBox:

@@ -13,6 +13,8 @@ Two groups can share it when:
   * every buffer the later group reads from the earlier one is read at exactly the index
     where it was written (so one outer iteration produces what it consumes);
   * no path leads from one to the other through a node outside both (a cycle);
+  * a group that stores into a graph input (a mutation) reads the input, and other groups
+    read it, only at the element it replaces (`mutation_problem`);
   * the result stays under `max_fusion_size` nodes;
   * a GEMM template (max_autotune) only takes pointwise readers of its output, after it:
     an epilogue fused into its store (`template_problem`).
@@ -79,6 +81,23 @@ def dependency_problem(a, b, R=None) -> str | None:
             if dep.name in written and dep.index != written[dep.name]:
                 return (f"{node.get_name()} reads {dep.name} at {dep.index}, "
                         f"written at {written[dep.name]}")
+    return None
+
+
+def mutation_problem(a, b, overwritten: dict[str, list[str]], mutations: dict[str, str]) -> str | None:
+    """Why a group that computes a buffer into an input (a mutation) cannot share a kernel with
+    a group reading the memory it overwrites, or None. The readers come first in the kernel
+    (the scheduler's order puts them before the mutation), so a read of the very element the
+    mutation replaces sees the old value; any other element may already be overwritten."""
+    nodes = a.nodes + b.nodes
+    for m in nodes:
+        name = m.get_name()
+        if name not in mutations:
+            continue
+        for n in nodes:
+            for dep in n.reads:
+                if name in overwritten.get(dep.name, ()) and (dep.name != mutations[name] or dep.index != m.writes[0].index):
+                    return f"{n.get_name()} reads {dep.name} at {dep.index}, which {name} overwrites in place"
     return None
 
 

@@ -6,7 +6,9 @@ Mirrors `torch/_inductor/scheduler.py`. Each buffer from lowering becomes a node
 pointwise readers may join as its epilogue). A node's `MemoryDep` reads and writes come from running its body under a
 `RecordingHandler` (ops_handler.py) -- the same closure that codegen later compiles -- with
 *canonical* loop variables `c0, c1, ...` given to its non-1 dimensions, outer ones first,
-so that the indices of two nodes can be compared directly.
+so that the indices of two nodes can be compared directly. A buffer computed into a graph
+input (a mutation, `MutationLayout`) runs after every reader of the input's old value: an
+edge the dependency graph holds like a read (`_edges`), which also orders the nodes.
 
 `Scheduler(...)` builds one node per buffer, with its deps (`create_nodes`). The passes,
 which `compile_fx.schedule` calls in order:
@@ -23,14 +25,24 @@ import math
 import networkx as nx
 import sympy
 
+from ..codegen.memory_planning import may_alias
 from ..codegen.policy import BackendPolicy
 from ..config import Config
 from ..ir.indexing import canonical_vars, simplify_with_ranges
-from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Reduction, TemplateBuffer
+from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, MutationLayout, Reduction, TemplateBuffer
 from ..ir.sizevars import as_expr, size_hint
 from ..ops_handler import MemoryDep, RecordingHandler
 from ..virtualized import V
-from .fusion import FusionDecision, dependency_problem, fused_shape, mix_order_problem, read_order_problem, shared_bytes, template_problem
+from .fusion import (
+    FusionDecision,
+    dependency_problem,
+    fused_shape,
+    mix_order_problem,
+    mutation_problem,
+    read_order_problem,
+    shared_bytes,
+    template_problem,
+)
 
 
 def canonical(sizes) -> list[int]:
@@ -147,17 +159,55 @@ class FusedGroup:
         return f"{self.kernel_name}: {', '.join(self.get_names())} over {loops}{columns}"
 
 
+def overwritten_by(nodes, mutations: dict[str, str]) -> dict[str, list[str]]:
+    """Input or buffer name → the nodes that overwrite its memory after it is made, in
+    program order: mutations (buffers computed into an input) and in-place ATen calls (an
+    input's `copy_` where our kernels do not take its dtype) overwrite the input, any buffer
+    an earlier one of them made, and any extern result that may alias them."""
+    shares: dict[str, set[str]] = {}   # a name → the inputs whose memory it may be
+    found: dict[str, list[str]] = {}
+    for node in nodes:
+        name = node.get_name()
+        targets = [mutations[name]] if name in mutations else _written_args(node)
+        for target in targets:
+            for other in [target, *(n for n, inputs in shares.items() if target in inputs)]:
+                found.setdefault(other, []).append(name)
+        if targets:
+            shares[name] = set(targets)
+        elif isinstance(node, ExternKernelSchedulerNode) and may_alias(node.node):
+            shares[name] = set().union(*(shares.get(n, {n}) for n in node.read_names()))
+    return found
+
+
+def _written_args(node) -> list[str]:
+    """The buffers an ATen call writes into, as its schema says (`copy_`'s first argument)."""
+    schema = getattr(getattr(node.node, "op", None), "_schema", None) if isinstance(node, ExternKernelSchedulerNode) else None
+    if schema is None or not isinstance(node.node, ExternKernel):
+        return []
+    return [a.get_name() for a, arg in zip(node.node.args, schema.arguments)
+            if arg.alias_info is not None and arg.alias_info.is_write and hasattr(a, "get_name")]
+
+
 class Scheduler:
     """Built from lowering's buffers (one node each, with its deps); the passes are methods
     that compile_fx.schedule calls in order."""
 
     def __init__(self, buffers, output_names: set[str], config: Config, inputs=()):
         self.config = config
-        self.output_names = set(output_names)
+        # buffer → the graph input it is computed into (a mutation: MutationLayout)
+        self.mutations = {b.get_name(): b.layout.target for b in buffers if isinstance(b.layout, MutationLayout)}
+        self.output_names = set(output_names) | set(self.mutations)   # what the graph keeps
         self.nbytes = {b.get_name(): size_hint(math.prod(b.get_size())) * b.get_dtype().itemsize
                        for b in list(buffers) + list(inputs) if b.layout is not None}
         self.decisions: list[FusionDecision] = []
         self.nodes = self.create_nodes(buffers)
+        self.overwritten = overwritten_by(self.nodes, self.mutations)
+        if self.mutations:   # readers of an input's old value first (lowering may make one after the write)
+            order = {id(n): k for k, n in enumerate(self.nodes)}
+            graph = nx.DiGraph()
+            graph.add_nodes_from(self.nodes)
+            graph.add_edges_from(self._edges(self.nodes))
+            self.nodes = list(nx.lexicographical_topological_sort(graph, key=lambda n: order[id(n)]))
         for node in self.nodes:  # bytes each node reads and writes, counting each buffer once
             node.read_bytes = sum(self.nbytes.get(n, 0) for n in node.read_names())
             node.write_bytes = sum(self.nbytes.get(d.name, 0) for d in node.writes)
@@ -280,7 +330,7 @@ class Scheduler:
             problems = [mix_order_problem(row, col, policy.persistent_reduction_max, policy.mix_order_min_numel)
                         for row, col in ((a, b), (b, a))]
             row, col = (a, b) if problems[0] is None or problems[1] is not None else (b, a)
-            problem = problems[0] and problems[1]
+            problem = (problems[0] and problems[1]) or mutation_problem(a, b, self.overwritten, self.mutations)
             if problem is None and (via := self.path_between(row, col)):
                 problem = f"would create a cycle via {via}"
             self.decisions.append(FusionDecision(row.get_name(), col.get_name(), problem is None,
@@ -297,7 +347,8 @@ class Scheduler:
         shape = fused_shape(a, b)
         if isinstance(shape, str):
             return None, shape
-        problem = template_problem(a, b) or dependency_problem(a, b, shape[0]) or dependency_problem(b, a, shape[0]) \
+        problem = template_problem(a, b) or mutation_problem(a, b, self.overwritten, self.mutations) \
+            or dependency_problem(a, b, shape[0]) or dependency_problem(b, a, shape[0]) \
             or read_order_problem(a, b)
         if problem:
             return None, problem
@@ -323,17 +374,26 @@ class Scheduler:
         return self.original_order[id(group)]
 
     def _build_dependency_graph(self) -> nx.DiGraph:
-        writer = {}
-        for g in self.groups:
-            for name in self._written(g):
-                writer[name] = g
         graph = nx.DiGraph()
-        for g in self.groups:
-            graph.add_node(g)
-            for name in self._read(g):
-                if name in writer and writer[name] is not g:
-                    graph.add_edge(writer[name], g)
+        graph.add_nodes_from(self.groups)
+        graph.add_edges_from(self._edges(self.groups))
         return graph
+
+    def _edges(self, items):
+        """(earlier, later) pairs of `items` (nodes or groups): a buffer's writer before its
+        readers; and where a mutation overwrites memory (`overwritten`), whoever reads or
+        writes that memory before it (Inductor's WeakDep: the reader of a parameter's old value
+        runs before the kernel that stores its new one)."""
+        writer = {name: item for item in items for name in self._written(item)}
+        for item in items:
+            read = self._read(item)
+            for name in read:
+                if name in writer and writer[name] is not item:
+                    yield writer[name], item
+            for name in read | self._written(item):
+                for later in self.overwritten.get(name, ()):
+                    if writer.get(later, item) is not item:
+                        yield item, writer[later]
 
     @staticmethod
     def _reach(start, step, inside) -> set:
