@@ -1,12 +1,16 @@
 """Dynamic against static kernels, and compile counts, per shape: ours and Inductor's.
 
     python benchmarks/dynamic_shapes.py [--device cuda] [--json OUT.json] [--md OUT.md] [--smoke]
-                                        [--cpu-backend cpp|triton]
+                                        [--cpu-backend cpp|triton] [--all-dynamic] [--case NAME ...]
 
 For layer norm, softmax and the GPT-2 block, at three shapes each:
   - time per call of a static compile (`dynamic=False`, one compile per shape) and of one
-    dynamic compile (`dynamic=True`) that serves all three shapes, for miniinductor and
-    Inductor; the ratio dynamic/static (1.00 = no cost for being generic);
+    dynamic compile that serves all three shapes, for miniinductor and Inductor; the ratio
+    dynamic/static (1.00 = no cost for being generic). Dynamic: the dim that varies (rows,
+    or the sequence) marked with `torch._dynamo.mark_dynamic`, the others static, as a
+    changing batch is; `--all-dynamic`: `dynamic=True`, every size a symbol (our layer
+    norm then divides by a symbolic float, `sym_float(s1)`, which we cannot lower: that
+    graph falls back to one compile per shape);
   - how many graphs Dynamo handed each backend for the three shapes, how many ATen graphs
     miniinductor compiled behind them (`metrics.graphs_compiled`: a backend that specialises
     compiles one per shape), and the cold compile time of the dynamic graph (first call).
@@ -49,7 +53,7 @@ def softmax(x):
 
 
 def cases(device: str, smoke: bool):
-    """name → (fn, [args per shape]); the dynamic dimension is the first (rows or sequence)."""
+    """name → (fn, [args per shape], the dim of the first argument that varies)."""
     d = device
     width = 256 if smoke else 4096
     rows = (96, 200, 333) if smoke else (3000, 8192, 12289)
@@ -58,9 +62,9 @@ def cases(device: str, smoke: bool):
     seqs = (16, 40, 64) if smoke else (128, 384, 1000)
     batch = 2 if smoke else 8
     return {
-        "layer norm": (layer_norm, [(torch.randn(n, width, device=d), w, b) for n in rows]),
-        "softmax": (softmax, [(torch.randn(n, width, device=d),) for n in rows]),
-        "gpt2 block": (block, [(torch.randn(batch, t, block.ln1.normalized_shape[0], device=d),) for t in seqs]),
+        "layer norm": (layer_norm, [(torch.randn(n, width, device=d), w, b) for n in rows], 0),
+        "softmax": (softmax, [(torch.randn(n, width, device=d),) for n in rows], 0),
+        "gpt2 block": (block, [(torch.randn(batch, t, block.ln1.normalized_shape[0], device=d),) for t in seqs], 1),
     }
 
 
@@ -100,7 +104,15 @@ def compiled(backend: str, fn, dynamic, options=None):
     return torch.compile(fn, backend=counter, dynamic=dynamic), counter
 
 
-def run_case(name, fn, shapes, device, options=None, quick=False):
+def marked(args, dim):
+    """`args` with a copy of the first, its `dim` marked dynamic (a symbol from the first call)."""
+    first = args[0].clone()
+    torch._dynamo.mark_dynamic(first, dim)
+    return (first, *args[1:])
+
+
+def run_case(name, fn, shapes, device, options=None, quick=False, dim=None):
+    """`dim`: the varying dim, marked dynamic; None: every size dynamic (`dynamic=True`)."""
     rows = []
     for backend in ("miniinductor", "inductor"):
         static_ms = []
@@ -109,16 +121,17 @@ def run_case(name, fn, shapes, device, options=None, quick=False):
             with torch.no_grad():
                 cfn(*args)
                 static_ms.append(time_ms(cfn, args, device, quick))
-        cfn, counter = compiled(backend, fn, True, options)
+        cfn, counter = compiled(backend, fn, True if dim is None else None, options)
+        dyn_shapes = shapes if dim is None else [marked(args, dim) for args in shapes]
         miniinductor.metrics.reset()
         dyn_ms = []
         with torch.no_grad():
             t = time.perf_counter()
-            out = cfn(*shapes[0])
+            out = cfn(*dyn_shapes[0])
             if device == "cuda":
                 torch.cuda.synchronize()
             compile_s = time.perf_counter() - t
-            for args in shapes:
+            for args in dyn_shapes:
                 got, want = cfn(*args), fn(*args)
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
                 dyn_ms.append(time_ms(cfn, args, device, quick))
@@ -131,7 +144,7 @@ def run_case(name, fn, shapes, device, options=None, quick=False):
     return rows
 
 
-def render(rows, device, kernels) -> str:
+def render(rows, device, kernels, all_dynamic=False) -> str:
     lines = ["| case | backend | static ms (3 shapes) | dynamic ms | dynamic/static | Dynamo graphs | our ATen compiles | dynamic compile s |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -140,7 +153,8 @@ def render(rows, device, kernels) -> str:
         lines.append(f"| {r['case']} | {r['backend']} | {f(r['static_ms'])} | {f(r['dynamic_ms'])} | "
                      f"{f(r['ratio'], 2)} | {r['graphs']} | {ours} | {r['dynamic_compile_s']:.1f} |")
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
-    return f"device: {name}, torch {torch.__version__}, our kernels: {kernels}\n\n" + "\n".join(lines)
+    dynamic = "dynamic=True" if all_dynamic else "the varying dim marked dynamic"
+    return f"device: {name}, torch {torch.__version__}, our kernels: {kernels}, {dynamic}\n\n" + "\n".join(lines)
 
 
 def main(argv=None):
@@ -149,6 +163,8 @@ def main(argv=None):
     p.add_argument("--smoke", action="store_true", help="tiny shapes (a check that it runs)")
     p.add_argument("--cpu-backend", choices=("cpp", "triton"), default="cpp",
                    help="our kernels on the CPU (triton: the interpreter, slow: with --smoke)")
+    p.add_argument("--all-dynamic", action="store_true", help="dynamic=True (every size a symbol)")
+    p.add_argument("--case", action="append", help="only these cases (layer norm, softmax, gpt2 block)")
     p.add_argument("--json", help="also write the rows as JSON here")
     p.add_argument("--md", help="also write the markdown table here")
     args = p.parse_args(argv)
@@ -156,9 +172,11 @@ def main(argv=None):
     options = {"cpu_backend": args.cpu_backend}
     kernels = "Triton" if args.device == "cuda" or args.cpu_backend == "triton" else "C++"
     rows = []
-    for name, (fn, shapes) in cases(args.device, args.smoke).items():
-        rows += run_case(name, fn, shapes, args.device, options, quick=args.smoke)
-    table = render(rows, args.device, kernels)
+    for name, (fn, shapes, dim) in cases(args.device, args.smoke).items():
+        if args.case and name not in args.case:
+            continue
+        rows += run_case(name, fn, shapes, args.device, options, args.smoke, None if args.all_dynamic else dim)
+    table = render(rows, args.device, kernels, args.all_dynamic)
     print(table)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
