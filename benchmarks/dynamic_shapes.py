@@ -1,17 +1,25 @@
 """Dynamic against static kernels, and compile counts, per shape: ours and Inductor's.
 
-    python benchmarks/dynamic_shapes.py [--device cuda] [--json OUT.json] [--smoke]
+    python benchmarks/dynamic_shapes.py [--device cuda] [--json OUT.json] [--md OUT.md] [--smoke]
+                                        [--cpu-backend cpp|triton] [--all-dynamic] [--case NAME ...]
 
 For layer norm, softmax and the GPT-2 block, at three shapes each:
   - time per call of a static compile (`dynamic=False`, one compile per shape) and of one
-    dynamic compile (`dynamic=True`) that serves all three shapes, for miniinductor and
-    Inductor; the ratio dynamic/static (1.00 = no cost for being generic);
+    dynamic compile that serves all three shapes, for miniinductor and Inductor; the ratio
+    dynamic/static (1.00 = no cost for being generic). Dynamic: the dim that varies (rows,
+    or the sequence) marked with `torch._dynamo.mark_dynamic`, the others static, as a
+    changing batch is; `--all-dynamic`: `dynamic=True`, every size a symbol (our layer
+    norm then divides by a symbolic float, `sym_float(s1)`, which we cannot lower: that
+    graph falls back to one compile per shape);
   - how many graphs Dynamo handed each backend for the three shapes, how many ATen graphs
     miniinductor compiled behind them (`metrics.graphs_compiled`: a backend that specialises
     compiles one per shape), and the cold compile time of the dynamic graph (first call).
 Issue 13's bar: our dynamic kernels within 10% of our static ones, and our dynamic
 compile no slower than Inductor's. Timing: `triton.testing.do_bench` on CUDA (GPU time,
-median), wall clock medians on the CPU.
+median), wall clock medians on the CPU. On CUDA our kernels are Triton, generic in their
+sizes (one ATen compile per graph for the three shapes); on the CPU they are C++, or with
+`--cpu-backend triton` Triton under the interpreter (use --smoke: a check that it runs,
+its timings mean nothing). The table goes to stdout, and to --md/--json when given.
 """
 from __future__ import annotations
 
@@ -45,7 +53,7 @@ def softmax(x):
 
 
 def cases(device: str, smoke: bool):
-    """name → (fn, [args per shape]); the dynamic dimension is the first (rows or sequence)."""
+    """name → (fn, [args per shape], the dim of the first argument that varies)."""
     d = device
     width = 256 if smoke else 4096
     rows = (96, 200, 333) if smoke else (3000, 8192, 12289)
@@ -54,22 +62,23 @@ def cases(device: str, smoke: bool):
     seqs = (16, 40, 64) if smoke else (128, 384, 1000)
     batch = 2 if smoke else 8
     return {
-        "layer norm": (layer_norm, [(torch.randn(n, width, device=d), w, b) for n in rows]),
-        "softmax": (softmax, [(torch.randn(n, width, device=d),) for n in rows]),
-        "gpt2 block": (block, [(torch.randn(batch, t, block.ln1.normalized_shape[0], device=d),) for t in seqs]),
+        "layer norm": (layer_norm, [(torch.randn(n, width, device=d), w, b) for n in rows], 0),
+        "softmax": (softmax, [(torch.randn(n, width, device=d),) for n in rows], 0),
+        "gpt2 block": (block, [(torch.randn(batch, t, block.ln1.normalized_shape[0], device=d),) for t in seqs], 1),
     }
 
 
-def time_ms(fn, args, device: str) -> float:
+def time_ms(fn, args, device: str, quick=False) -> float:
+    """`quick` (--smoke): a few calls only (Triton's interpreter takes seconds a call)."""
     if device == "cuda":
         from triton.testing import do_bench
         return do_bench(lambda: fn(*args))
-    for _ in range(3):
+    for _ in range(1 if quick else 3):
         fn(*args)
     samples = []
-    for _ in range(7):
+    for _ in range(3 if quick else 7):
         t = time.perf_counter()
-        for _ in range(5):
+        for _ in range(1 if quick else 5):
             fn(*args)
         samples.append((time.perf_counter() - t) / 5 * 1e3)
     return statistics.median(samples)
@@ -78,54 +87,64 @@ def time_ms(fn, args, device: str) -> float:
 class CountingBackend:
     """Counts the graphs a backend compiles (Dynamo calls it once per (re)compile)."""
 
-    def __init__(self, name: str, dynamic):
-        self.name, self.dynamic, self.graphs = name, dynamic, 0
+    def __init__(self, name: str, dynamic, options=None):
+        self.name, self.dynamic, self.graphs, self.options = name, dynamic, 0, options
 
     def __call__(self, gm, example_inputs):
         self.graphs += 1
         if self.name == "inductor":
             from torch._inductor.compile_fx import compile_fx
             return compile_fx(gm, example_inputs)
-        return miniinductor.backend(gm, example_inputs)
+        return miniinductor.backend(gm, example_inputs, options=self.options)
 
 
-def compiled(backend: str, fn, dynamic):
+def compiled(backend: str, fn, dynamic, options=None):
     torch._dynamo.reset()
-    counter = CountingBackend(backend, dynamic)
+    counter = CountingBackend(backend, dynamic, options)
     return torch.compile(fn, backend=counter, dynamic=dynamic), counter
 
 
-def run_case(name, fn, shapes, device):
+def marked(args, dim):
+    """`args` with a copy of the first, its `dim` marked dynamic (a symbol from the first call)."""
+    first = args[0].clone()
+    torch._dynamo.mark_dynamic(first, dim)
+    return (first, *args[1:])
+
+
+def run_case(name, fn, shapes, device, options=None, quick=False, dim=None):
+    """`dim`: the varying dim, marked dynamic; None: every size dynamic (`dynamic=True`)."""
     rows = []
     for backend in ("miniinductor", "inductor"):
         static_ms = []
         for args in shapes:  # a fresh static compile per shape
-            cfn, _ = compiled(backend, fn, False)
+            cfn, _ = compiled(backend, fn, False, options)
             with torch.no_grad():
                 cfn(*args)
-                static_ms.append(time_ms(cfn, args, device))
-        cfn, counter = compiled(backend, fn, True)
+                static_ms.append(time_ms(cfn, args, device, quick))
+        cfn, counter = compiled(backend, fn, True if dim is None else None, options)
+        dyn_shapes = shapes if dim is None else [marked(args, dim) for args in shapes]
         miniinductor.metrics.reset()
         dyn_ms = []
         with torch.no_grad():
             t = time.perf_counter()
-            out = cfn(*shapes[0])
+            out = cfn(*dyn_shapes[0])
             if device == "cuda":
                 torch.cuda.synchronize()
             compile_s = time.perf_counter() - t
-            for args in shapes:
+            for args in dyn_shapes:
                 got, want = cfn(*args), fn(*args)
                 torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-                dyn_ms.append(time_ms(cfn, args, device))
+                dyn_ms.append(time_ms(cfn, args, device, quick))
         del out
         rows.append({"case": name, "backend": backend, "static_ms": static_ms, "dynamic_ms": dyn_ms,
                      "ratio": [d / s for d, s in zip(dyn_ms, static_ms)], "graphs": counter.graphs,
                      "aten_graphs": miniinductor.metrics.graphs_compiled if backend == "miniinductor" else None,
+                     "specializations": miniinductor.metrics.specializations if backend == "miniinductor" else None,
                      "dynamic_compile_s": compile_s})
     return rows
 
 
-def render(rows, device) -> str:
+def render(rows, device, kernels, all_dynamic=False) -> str:
     lines = ["| case | backend | static ms (3 shapes) | dynamic ms | dynamic/static | Dynamo graphs | our ATen compiles | dynamic compile s |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -134,22 +153,35 @@ def render(rows, device) -> str:
         lines.append(f"| {r['case']} | {r['backend']} | {f(r['static_ms'])} | {f(r['dynamic_ms'])} | "
                      f"{f(r['ratio'], 2)} | {r['graphs']} | {ours} | {r['dynamic_compile_s']:.1f} |")
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
-    return f"device: {name}, torch {torch.__version__}\n\n" + "\n".join(lines)
+    dynamic = "dynamic=True" if all_dynamic else "the varying dim marked dynamic"
+    return f"device: {name}, torch {torch.__version__}, our kernels: {kernels}, {dynamic}\n\n" + "\n".join(lines)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--smoke", action="store_true", help="tiny shapes (a check that it runs)")
+    p.add_argument("--cpu-backend", choices=("cpp", "triton"), default="cpp",
+                   help="our kernels on the CPU (triton: the interpreter, slow: with --smoke)")
+    p.add_argument("--all-dynamic", action="store_true", help="dynamic=True (every size a symbol)")
+    p.add_argument("--case", action="append", help="only these cases (layer norm, softmax, gpt2 block)")
     p.add_argument("--json", help="also write the rows as JSON here")
+    p.add_argument("--md", help="also write the markdown table here")
     args = p.parse_args(argv)
     torch.manual_seed(0)
+    options = {"cpu_backend": args.cpu_backend}
+    kernels = "Triton" if args.device == "cuda" or args.cpu_backend == "triton" else "C++"
     rows = []
-    for name, (fn, shapes) in cases(args.device, args.smoke).items():
-        rows += run_case(name, fn, shapes, args.device)
-    print(render(rows, args.device))
+    for name, (fn, shapes, dim) in cases(args.device, args.smoke).items():
+        if args.case and name not in args.case:
+            continue
+        rows += run_case(name, fn, shapes, args.device, options, args.smoke, None if args.all_dynamic else dim)
+    table = render(rows, args.device, kernels, args.all_dynamic)
+    print(table)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
+    if args.md:
+        Path(args.md).write_text(table + "\n")
     return 0
 
 

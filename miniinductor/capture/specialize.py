@@ -7,7 +7,8 @@ shape makes Dynamo recompile with SymInt sizes (and SymInt inputs for ints like 
 
 Such a graph is first compiled generic in its sizes, as Inductor does (capture/aot.py,
 ir/sizevars.py): one compile serves every shape. What cannot be compiled that way yet
-(`SymbolicUnsupported`: Triton kernels, a lowering that needs an int...) lands here instead.
+(`SymbolicUnsupported`: a lowering that needs an int, a GEMM template allowed no ATen
+fallback...) lands here instead.
 `Specializer` keys each call on what static code bakes in (scalar inputs' values; tensors'
 sizes, strides, dtype, device, requires_grad; grad mode) and, on a miss, runs the ordinary
 pipeline (AOTAutograd → compile_fx_inner) on Dynamo's graph with the scalars baked in and

@@ -51,7 +51,7 @@ from ..runtime.triton_runtime import HELPERS, cdiv
 from ..virtualized import V
 from .common import IndentedBuffer, Kernel, KernelArgs
 from .cpp import CppKernel, c_function
-from .triton import TritonKernel
+from .triton import TritonKernel, jit_decorator
 
 
 class ComboKernel:
@@ -185,6 +185,7 @@ class TritonComboKernel(ComboKernel):
         """The combo's pointers: every part's, in order (parts share the inputs they share)."""
         args = KernelArgs(self.inplace)
         for sub in self.subkernels:
+            args.sizevars |= sub.args.sizevars   # (a part's sizes are static; its strides may not be)
             for name in sub.args.input_buffers:
                 args.input(name)
             for name in sub.args.output_buffers:
@@ -205,19 +206,20 @@ class TritonComboKernel(ComboKernel):
         grids, calls, start = [], [], 0
         for k, sub in enumerate(self.subkernels):
             sub.name = f"{self.name}_part{k}"
-            code.writelines(["", "", "@triton.jit", f"def {sub.name}({', '.join(sub.pointer_names())}, pid, XBLOCK: tl.constexpr):"])
+            params = ", ".join(sub.pointer_names() + sub.int_params())
+            code.writelines(["", "", "@triton.jit", f"def {sub.name}({params}, pid, XBLOCK: tl.constexpr):"])
             with code.indent():
                 code.writeline(f'"""{self.part_comment(k)}"""')
                 sub._codegen_program(code)
             blocks = sub.block_sizes()
             grids.append(cdiv(sub.xnumel, blocks["XBLOCK"]))
-            ptrs = ", ".join(pointer[n] for n in sub.args.call_names())
-            calls.append((start, start + grids[-1], f"{sub.name}({ptrs}, pid{f' - {start}' if start else ''}, XBLOCK{k})"))
+            passed = ", ".join([pointer[n] for n in sub.args.call_names()] + sub.int_params())
+            calls.append((start, start + grids[-1], f"{sub.name}({passed}, pid{f' - {start}' if start else ''}, XBLOCK{k})"))
             start += grids[-1]
-        params = args.call_names()
+        params, sizes = args.call_names(), args.size_names()
         ptrs = [pointer[n] for n in params]
-        code.writelines(["", "", "@triton.jit",
-                         f"def {self.name}({', '.join(ptrs + [f'XBLOCK{k}: tl.constexpr' for k in range(len(calls))])}):"])
+        code.writelines(["", "", jit_decorator(sizes),
+                         f"def {self.name}({', '.join(ptrs + sizes + [f'XBLOCK{k}: tl.constexpr' for k in range(len(calls))])}):"])
         with code.indent():
             code.writeline("pid = tl.program_id(0)")
             for k, (_, end, call) in enumerate(calls):
@@ -230,10 +232,11 @@ class TritonComboKernel(ComboKernel):
         dtypes_text = f"({', '.join(map(str, dtypes))}{',' if len(dtypes) == 1 else ''})"
         launch = f"_launcher_{self.name}"
         code.writelines(["", "", f"# grid: {' + '.join(map(str, grids))} programs, one range per part",
-                         f"{launch} = Launcher({self.name}, ({start},), {dtypes_text}, {kwargs})", "", "",
-                         f"def {self.launcher_name()}({', '.join(ptrs)}):",
+                         f"{launch} = Launcher({self.name}, ({start},), {dtypes_text}{f', ints={len(sizes)}' if sizes else ''}, "
+                         f"{kwargs})", "", "",
+                         f"def {self.launcher_name()}({', '.join(ptrs + sizes)}):",
                          f'    """combo of {len(calls)} pointwise parts; takes the tensors of {params}"""',
-                         f"    {launch}({', '.join(ptrs)})" if start else "    return  # nothing to compute"])
+                         f"    {launch}({', '.join(ptrs + sizes)})" if start else "    return  # nothing to compute"])
         return code.getvalue() + "\n"
 
 

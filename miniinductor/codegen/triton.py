@@ -51,12 +51,37 @@ reduction starts a new loop, as Inductor does for softmax). A pointwise group th
 writes memory transposed is *tiled* (triton_tiling.py, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis.
 
+Symbolic sizes (ir/sizevars.py): a kernel is generic in its sizes, as Inductor's are. The
+size symbols its code reads are int arguments after its pointers, then `xnumel`/`rnumel`
+where they are symbolic; the launcher takes the symbols from the wrapper, computes the
+numels and the grid at each call, and `@triton.jit(do_not_specialize=...)` keeps one
+compiled variant for every size:
+
+    @triton.jit(do_not_specialize=['s0', 's1', 'xnumel', 'rnumel'])
+    def triton_red_fused_sum_0(in_ptr0, out_ptr0, s0, s1, xnumel, rnumel, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):
+        ...
+        for roffset in range(0, rnumel, 64):   <- a row of unbounded length is always looped
+            ...
+            tmp0 = tl.load(in_ptr0 + (r0 + i0*s1), xmask & rmask, other=0)
+
+    def launch_triton_red_fused_sum_0(in_ptr0, out_ptr0, s0, s1):
+        xnumel = s0
+        rnumel = s1
+        _launcher_triton_red_fused_sum_0(in_ptr0, out_ptr0, s0, s1, xnumel, rnumel, grid=(cdiv(xnumel, 8),))
+
+Correctness never rests on the traced sizes: a reduction is persistent only where RBLOCK
+covers every size (the ShapeEnv's upper bound of rnumel, e.g. T <= max_seq), indices are
+int64 unless every size provably stays below 2**31 (`index_extent`), and block sizes,
+which any size is right with, come from the traced sizes (`size_hint`), as Inductor's do.
+Groups with symbolic sizes are neither split, tiled nor mix-order (their flat kernel is
+right for every size: lowering/reductions.py, triton_tiling.py, scheduler/fusion.py).
+
 Simplified: block sizes come from a small heuristic in codegen/policy.py (with
 `max_autotune`, a few are timed); reductions that would run as too few programs are split
 in two before codegen (`split_reductions`, lowering/reductions.py, by a simpler rule than
 Inductor's), and mix-order ones read their input once (triton_mix_order.py); no block
-pointers, no bounds assertions on indirect indices; sizes are static, so `xnumel`/`rnumel`
-are constants in the kernel.
+pointers, no bounds assertions on indirect indices; size expressions are printed into the
+kernel as they are (Inductor precomputes them in the launcher as `ks0, ks1...`).
 """
 from __future__ import annotations
 
@@ -67,13 +92,40 @@ import re
 import sympy
 import torch
 
-from ..ir.indexing import simplify_with_ranges
+from ..ir.indexing import pexpr, simplify_with_ranges
+from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
 from .common import CSE, LOW_PRECISION, CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
 from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
 from .triton_overrides import BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype, reduction_init, texpr, triton_literal
+
+
+def is_size(expr) -> bool:
+    """An integer, or an expression of the graph's size symbols alone (a coefficient that is
+    the same for every element of a block)."""
+    return expr.is_Integer or (bool(expr.free_symbols) and all(map(V.graph.sizevars.is_size_symbol, expr.free_symbols)))
+
+
+def index_extent(numel) -> int:
+    """How far a kernel's indices may reach, for its choice of int32 or int64 indexing: the
+    number, or for a symbolic size not proved below 2**31, 2**31 (int64). Inductor guards
+    on 32-bit indexing instead; a guard added while a backward graph is compiled lazily
+    would never be checked, so we take the width that is right for every size."""
+    if is_static(numel):
+        return int(numel)
+    sizevars = V.graph.sizevars
+    return sizevars.size_hint(numel) if sizevars.statically_known_lt(numel, 2**31) else 2**31
+
+
+def jit_decorator(int_params) -> str:
+    """`@triton.jit`; with int arguments (sizes), not specialised on their values: Triton
+    would otherwise compile a variant for a size of 1 and one for multiples of 16, and the
+    Launcher's fast path, which skips that choice, must find one variant right for all."""
+    if not int_params:
+        return "@triton.jit"
+    return f"@triton.jit(do_not_specialize={list(int_params)!r})"
 
 
 class TritonKernel(Kernel):
@@ -90,12 +142,14 @@ class TritonKernel(Kernel):
         self.tiled = tiled
         self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
         self.is_reduction = bool(self.reduction_ranges)
-        self.persistent = self.is_reduction and self.rnumel <= PERSISTENT_REDUCTION_MAX and not tiled
+        # persistent needs RBLOCK >= rnumel for every size: a symbolic row is looped
+        # unless the ShapeEnv bounds it (Inductor: statically_known_leq(rnumel, threshold))
+        self.persistent = self.is_reduction and not tiled and self._fits_one_block(self.rnumel)
         self.mask_stack: list[tuple[str, frozenset]] = []   # conditions of the enclosing ops.masked, with their dims
         self.helpers: set[str] = set()
         self.spans: dict[str, tuple[str, int, int, bool]] = {}  # merged index variable → definition
         self.used_syms: set[sympy.Symbol] = set()
-        self.max_numel = self.xnumel * max(self.rnumel, 1)
+        self.max_numel = index_extent(self.xnumel * (self.rnumel if self.rnumel != 0 else 1))
         self.load_strides: list[tuple] = []  # (x stride, r stride) of each load: a block-shape hint
         self.acc_count = 0
         nontrivial = lambda vs, ns: [(v, n) for v, n in zip(vs, ns) if n != 1]  # noqa: E731
@@ -103,6 +157,20 @@ class TritonKernel(Kernel):
         self._r_dims = nontrivial(self.reduction_vars, self.reduction_ranges)
         self._zero = {v: 0 for v, n in self.var_ranges.items() if n == 1}
         self._source = None
+
+    @staticmethod
+    def _fits_one_block(rnumel) -> bool:
+        bound = rnumel if is_static(rnumel) else V.graph.sizevars.upper_bound(rnumel)
+        return bound is not None and bound <= PERSISTENT_REDUCTION_MAX
+
+    @staticmethod
+    def _hint(numel, upper=False) -> int:
+        """A size for the block-size heuristics: itself, or a symbolic one's traced value
+        (heuristics only: masks and loops read the real size at run time) -- or, `upper`
+        for a persistent row, whose RBLOCK must cover every size, its upper bound."""
+        if is_static(numel):
+            return int(numel)
+        return V.graph.sizevars.upper_bound(numel) if upper else V.graph.sizevars.size_hint(numel)
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -194,7 +262,7 @@ class TritonKernel(Kernel):
 
     def indirect_indexing(self, x, size):
         text, dtype, dims = self._info(x)
-        var = self._gen(f"tl.where({text} < 0, {text} + {int(size)}, {text})", dtype, dims)
+        var = self._gen(f"tl.where({text} < 0, {text} + {self._size(size)}, {text})", dtype, dims)
         return sympy.Symbol(var.name, integer=True, nonnegative=True)
 
     def masked(self, mask, body, other):
@@ -223,6 +291,7 @@ class TritonKernel(Kernel):
         expr = self._merge_dims(expr, self._x_dims, "xindex", "i")
         expr = self._merge_dims(expr, self._r_dims, "rindex", "r")
         self.used_syms |= expr.free_symbols
+        self.args.note_sizes(expr)   # size symbols in an index become kernel arguments
         return texpr(expr), frozenset(dims)
 
     def store_key(self, expr) -> sympy.Expr:
@@ -243,15 +312,15 @@ class TritonKernel(Kernel):
         coeffs, pinned = {}, set()
         for term in sympy.Add.make_args(expr):
             found = term.free_symbols & set(variables)
-            coeff, rest = term.as_coeff_Mul()
-            if found and rest in variables and coeff.is_Integer:
-                coeffs[rest] = coeffs.get(rest, 0) + int(coeff)
+            coeff, rest = term.as_independent(*variables, as_Add=False)
+            if found and rest in variables and is_size(coeff):
+                coeffs[rest] = coeffs.get(rest, 0) + coeff
             else:
                 pinned |= found
         runs, run = [], []
         for k, (v, n) in enumerate(dims):
             mergeable = coeffs.get(v, 0) != 0 and v not in pinned
-            if run and mergeable and coeffs[dims[k - 1][0]] == coeffs[v] * n:
+            if run and mergeable and sympy.expand(coeffs[dims[k - 1][0]] - coeffs[v] * n) == 0:
                 run.append(k)
             else:
                 runs.append(run)
@@ -284,7 +353,7 @@ class TritonKernel(Kernel):
 
     def _note_buffer(self, name, index):
         try:
-            self.max_numel = max(self.max_numel, V.graph.get_buffer(name).layout.storage_numel())
+            self.max_numel = max(self.max_numel, index_extent(V.graph.get_buffer(name).layout.storage_numel()))
         except Exception:  # a buffer without a layout is never loaded directly
             pass
         self.load_strides.append(innermost_strides(sympy.sympify(index).subs(self._zero), self.var_ranges,
@@ -413,7 +482,7 @@ class TritonKernel(Kernel):
         kernels (a looped reduction's RBLOCK is baked into its loop, so it is not tuned)."""
         if not getattr(self.config, "max_autotune", False) or self.tiled or (self.is_reduction and not self.persistent):
             return [blocks]
-        top = next_power_of_2(max(self.xnumel, 1))
+        top = next_power_of_2(max(self._hint(self.xnumel), 1))
         rblock = blocks.get("RBLOCK", 1)
         xblocks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
                    if x <= top and 128 <= x * rblock <= 16384] or [blocks["XBLOCK"]]
@@ -423,9 +492,10 @@ class TritonKernel(Kernel):
 
     def block_sizes(self) -> dict:
         """XBLOCK (and RBLOCK) and num_warps: codegen/policy.py's heuristic."""
+        xnumel, rnumel = self._hint(self.xnumel), self._hint(self.rnumel, upper=self.persistent)
         if self.tiled:
-            return tile_sizes(self.xnumel, self.rnumel)
-        return block_sizes(self.xnumel, self.rnumel if self.is_reduction else None,
+            return tile_sizes(xnumel, rnumel)
+        return block_sizes(xnumel, rnumel if self.is_reduction else None,
                            self.persistent, self.is_reduction and self.is_outer_reduction())
 
     # ------------------------------------------------------------------ source
@@ -435,13 +505,21 @@ class TritonKernel(Kernel):
         for k, (v, n) in enumerate(dims):
             if v in self.used_syms:
                 stride = math.prod(m for _, m in dims[k + 1:])
-                value = flat if stride == 1 else f"({flat} // {stride})"
-                lines.append(f"{v} = {value}" if k == 0 else f"{v} = {value} % {n}")
+                value = flat if stride == 1 else f"({flat} // {self._size(stride)})"
+                lines.append(f"{v} = {value}" if k == 0 else f"{v} = {value} % {self._size(n)}")
         for name, (span_flat, stride, size, outermost) in self.spans.items():
             if span_flat == flat and sympy.Symbol(name, integer=True, nonnegative=True) in self.used_syms:
-                value = flat if stride == 1 else f"({flat} // {stride})"
-                lines.append(f"{name} = {value}" if outermost else f"{name} = {value} % {size}")
+                value = flat if stride == 1 else f"({flat} // {self._size(stride)})"
+                lines.append(f"{name} = {value}" if outermost else f"{name} = {value} % {self._size(size)}")
         return lines
+
+    def _size(self, size) -> str:
+        """A size as an operand in the kernel: `64`, `s0` or `(3*s0)` (size symbols are
+        kernel arguments)."""
+        if is_static(size):
+            return str(size)
+        self.args.note_sizes(size)
+        return texpr(size) if size.is_Symbol else f"({texpr(size)})"
 
     def _r_definitions(self, looped) -> list[str]:
         return ([f"rindex = {'roffset + rbase' if looped else 'rbase'}", "rmask = rindex < rnumel"]
@@ -472,21 +550,36 @@ class TritonKernel(Kernel):
                          "_best = []  # the block sizes max_autotune picked"])
         for helper in sorted(self.helpers):
             code.splice(HELPERS[helper])
-        code.writelines(["", "", "@triton.jit"])
-        params = self.pointer_names() + ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.is_reduction else [])
+        body = IndentedBuffer(1)
+        self._codegen_program(body)   # first: the sizes it prints become parameters
+        ints = self.int_params()
+        code.writelines(["", "", jit_decorator(ints)])
+        params = self.pointer_names() + ints + ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if self.is_reduction else [])
         code.writeline(f"def {self.kernel_name()}({', '.join(params)}):")
-        with code.indent():
-            self._codegen_program(code)
+        code.lines.extend(body.lines)
         code.writelines(["", ""])
         code.writelines(self._launcher())
         return code.getvalue() + "\n"
 
     def _codegen_program(self, code: IndentedBuffer):
         """The kernel body: which rows this program takes, then the blocks in order."""
-        code.writelines([f"xnumel = {self.xnumel}", f"xoffset = {self._program_id()} * XBLOCK"])
+        if self._use_int64():   # products of sizes (i32 arguments) must not overflow either
+            code.writelines(f"{n} = {n}.to(tl.int64)" for n in self.int_params())
+        code.writelines(self._numel_definitions("x") + [f"xoffset = {self._program_id()} * XBLOCK"])
         code.writelines(self._x_header())
         code.writelines(self._r_header())
         self._codegen_blocks(code)
+
+    def _numel_definitions(self, prefix) -> list[str]:
+        """`xnumel = 64` for a static size; nothing for a symbolic one (an argument)."""
+        numel = self.xnumel if prefix == "x" else self.rnumel
+        return [f"{prefix}numel = {numel}"] if is_static(numel) else []
+
+    def int_params(self) -> list[str]:
+        """The kernel's int arguments, after its pointers: the size symbols its code reads,
+        then `xnumel`/`rnumel` where they are symbolic (the launcher computes them)."""
+        numels = [f"{p}numel" for p, n in (("x", self.xnumel), ("r", self.rnumel)) if not is_static(n)]
+        return self.args.size_names() + numels
 
     def _program_id(self) -> str:
         return "tl.program_id(0).to(tl.int64)" if self._use_int64() else "tl.program_id(0)"
@@ -499,7 +592,7 @@ class TritonKernel(Kernel):
     def _r_header(self) -> list[str]:
         if not self.is_reduction:
             return []
-        lines = [f"rnumel = {self.rnumel}",
+        lines = self._numel_definitions("r") + [
                  f"rbase = tl.arange(0, RBLOCK)[None, :]{'.to(tl.int64)' if self._use_int64() else ''}"]
         return lines + (self._r_definitions(looped=False) if self.persistent else [])
 
@@ -513,7 +606,8 @@ class TritonKernel(Kernel):
                 code.splice(block.body)
             elif block.kind == "loop" and self.is_reduction and not self.persistent:
                 # literal bounds: Triton 3.6's interpreter cannot take a constexpr in range()
-                code.writeline(f"for roffset in range(0, {self.rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
+                rnumel = self.rnumel if is_static(self.rnumel) else "rnumel"
+                code.writeline(f"for roffset in range(0, {rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
                 with code.indent():
                     code.writelines(self._r_definitions(looped=True))
                     code.splice(block.body)
@@ -522,32 +616,48 @@ class TritonKernel(Kernel):
             code.splice(block.suffix)
 
     def _launcher(self) -> list[str]:
-        ptrs, blocks = self.pointer_names(), self.block_sizes()
+        ptrs, blocks, sizes = self.pointer_names(), self.block_sizes(), self.args.size_names()
         kind = ("tiled pointwise" if self.tiled else "persistent reduction" if self.persistent else "looped reduction") \
             if self.is_reduction else "pointwise"
-        sizes = f"xnumel={self.xnumel}" + (f", rnumel={self.rnumel}" if self.is_reduction else "")
-        lines = [f"def {self.launcher_name()}({', '.join(ptrs)}):", f'    """{kind}: {sizes}; takes the tensors of {self.args.call_names()}"""']
+        numels = f"xnumel={self.xnumel}" + (f", rnumel={self.rnumel}" if self.is_reduction else "")
+        takes = f"the tensors of {self.args.call_names()}" + (f" and the sizes {', '.join(sizes)}" if sizes else "")
+        lines = [f"def {self.launcher_name()}({', '.join(ptrs + sizes)}):", f'    """{kind}: {numels}; takes {takes}"""']
         if self.xnumel == 0 or (self.tiled and self.rnumel == 0):
             return lines + ["    return  # nothing to compute"]
+        numel_args = self.int_params()[len(sizes):]
+        lines += [f"    {n} = {pexpr(self.xnumel if n == 'xnumel' else self.rnumel)}" for n in numel_args]
+        if numel_args and not V.graph.sizevars.statically_known_true(sympy.Gt(self.xnumel, 0)):
+            lines.append("    if xnumel == 0: return  # an empty grid")
+        xnumel = "xnumel" if "xnumel" in numel_args else self.xnumel
         candidates = self.autotune_candidates(blocks)
         if len(candidates) > 1:  # max_autotune: time each once, on the real tensors, keep the best
-            args = ", ".join(ptrs)
-            launch = f"{self.kernel_name()}[(cdiv({self.xnumel}, c['XBLOCK']),)]({args}, **c)"
+            args = ", ".join(ptrs + self.int_params())
+            launch = f"{self.kernel_name()}[(cdiv({xnumel}, c['XBLOCK']),)]({args}, **c)"
             return lines + [
                 f"    if not _best: _best.append(autotune(lambda c: {launch}, {candidates!r}, {ptrs[0]}.is_cuda))",
                 "    c = _best[0]",
                 f"    {launch}",
             ]
-        grid = [cdiv(self.xnumel, blocks["XBLOCK"])] + ([cdiv(self.rnumel, blocks["RBLOCK"])] if self.tiled else [])
-        return self._launch_lines(lines, grid, ptrs, blocks, [V.graph.get_dtype(n) for n in self.args.call_names()])
+        grid = [self._grid_size("x", blocks["XBLOCK"])] + ([self._grid_size("r", blocks["RBLOCK"])] if self.tiled else [])
+        return self._launch_lines(lines, grid, ptrs + self.int_params(), blocks,
+                                  [V.graph.get_dtype(n) for n in self.args.call_names()])
+
+    def _grid_size(self, prefix, block):
+        """Programs along one grid dim: a number, or (symbolic) the launcher's expression."""
+        numel = self.xnumel if prefix == "x" else self.rnumel
+        return cdiv(numel, block) if is_static(numel) else f"cdiv({prefix}numel, {block})"
 
     def _launch_lines(self, lines, grid, args, blocks, dtypes) -> list[str]:
         """The launcher: `triton_kernel0[grid](...)`, bound once to a `Launcher` (which skips
-        the JIT's per-call dispatch, and can compile ahead from the pointers' dtypes)."""
+        the JIT's per-call dispatch, and can compile ahead from the pointers' dtypes). A
+        grid of the launcher's `xnumel` (symbolic sizes) is handed over at each call, with
+        the int arguments that follow the pointers."""
         kwargs = ", ".join(f"{k}={v}" for k, v in blocks.items())
         grid_text = f"({grid[0]},)" if len(grid) == 1 else f"({grid[0]}, {grid[1]})"
         dtypes_text = f"({', '.join(map(str, dtypes))}{',' if len(dtypes) == 1 else ''})"
-        launch = f"_launcher_{self.name}"
+        launch, ints = f"_launcher_{self.name}", len(args) - len(dtypes)
+        at_call = any(isinstance(g, str) for g in grid)
+        bound = f"{'None' if at_call else grid_text}, {dtypes_text}{f', ints={ints}' if ints else ''}"
         return [f"# {self.kernel_name()}[{grid_text}](..., {kwargs}), pointers of {dtypes_text}",
-                f"{launch} = Launcher({self.kernel_name()}, {grid_text}, {dtypes_text}, {kwargs})", ""] + lines + \
-            [f"    {launch}({', '.join(args)})"]
+                f"{launch} = Launcher({self.kernel_name()}, {bound}, {kwargs})", ""] + lines + \
+            [f"    {launch}({', '.join(args)}{f', grid={grid_text}' if at_call else ''})"]

@@ -73,6 +73,22 @@ class TritonPrinter(StrPrinter):
         inner = self._operand(base) if div == 1 else f"({self._operand(base)} // {self._operand(div)})"
         return f"({inner} % {self._operand(mod)})"
 
+    # size expressions (symbolic sizes: a stride Max(1, s0 - 2), an offset Mod(1, s0)): ints
+    def _print_Mod(self, expr):
+        return f"({self._operand(expr.args[0])} % {self._operand(expr.args[1])})"
+
+    _print_PythonMod = _print_Mod
+
+    def _print_Max(self, expr, fn="tl.maximum"):
+        first, *rest = expr.args
+        text = self._print(first)
+        for arg in rest:
+            text = f"{fn}({text}, {self._print(arg)})"
+        return text
+
+    def _print_Min(self, expr):
+        return self._print_Max(expr, "tl.minimum")
+
     def _print_Pow(self, expr):
         base, exp = expr.args
         if exp.is_Integer and int(exp) > 0:

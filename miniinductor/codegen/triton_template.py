@@ -51,6 +51,7 @@ import torch
 
 from ..ir.indexing import canonical_vars
 from ..ir.nodes import Layout, ReinterpretView
+from ..ir.sizevars import is_static
 from ..logs import get_logger
 from ..runtime.triton_runtime import AutotuneCache, benchmark, cdiv, load_module, next_power_of_2, set_tma_allocator
 from ..virtualized import V
@@ -100,8 +101,15 @@ def operand(x) -> tuple[str, Layout]:
     return (x.data.get_name(), x.layout) if isinstance(x, ReinterpretView) else (x.get_name(), x.layout)
 
 
+#: why a template is not used with symbolic sizes (its configurations are timed, and its
+#: tiles and grid sized, for one shape: it stays static, as the combo kernels do)
+SYMBOLIC_PROBLEM = "symbolic sizes (the template is compiled for static sizes only)"
+
+
 def template_problem(layouts, dtypes) -> str | None:
     """Why the template cannot compute a matmul of these operands, or None."""
+    if not all(is_static(n) for layout in layouts for n in (*layout.size, *layout.stride, layout.offset)):
+        return SYMBOLIC_PROBLEM
     if any(d not in TEMPLATE_DTYPES for d in dtypes) or len(set(dtypes)) > 1:
         return f"the template takes float32, float16 or bfloat16 operands of one dtype, not {', '.join(map(str, dtypes))}"
     if any(n == 0 for layout in layouts for n in layout.size):

@@ -5,8 +5,9 @@ and the mix-order reduction of newer Inductor. Kept apart from triton.py so that
 and triton_mix_order.py (which subclasses TritonKernel) do not import each other.
 
 Simplified: one tiling rule (a transposed access cuts the ranges in two) where Inductor
-scores candidate tilings; no 3-D tiles; no kernels generic in their sizes (a graph with
-symbolic sizes is compiled per shape for Triton).
+scores candidate tilings; no 3-D tiles. With symbolic sizes a group is never tiled (its
+flat kernel is right for every size; the tile sizes and the 65535-program limit of the
+second grid dim would depend on the sizes), and never mix-order (scheduler/fusion.py).
 """
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ import math
 import sympy
 
 from ..ir.indexing import canonical_vars
-from ..ir.sizevars import SymbolicUnsupported
-from ..virtualized import V
+from ..ir.sizevars import is_static
 from .triton import TritonKernel
 from .triton_mix_order import MixOrderKernel
 
@@ -24,8 +24,6 @@ from .triton_mix_order import MixOrderKernel
 def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
     """The kernel for a scheduler FusedGroup: its loops (R, Q), or a 2-D tiling of R
     when a pointwise group reads or writes memory transposed (see `tile_split`)."""
-    if V.graph.sizevars.symbolic:   # the graph is then compiled once per shape (capture/aot.py)
-        raise SymbolicUnsupported("Triton kernels are not generic in their sizes yet")
     if group.transposed:
         return MixOrderKernel(group.kernel_name, group.R, group.Q, group.transposed, config, removed_buffers)
     split = tile_split(group) if not group.Q else None
@@ -44,7 +42,7 @@ def tile_split(group, min_size: int = 16) -> int | None:
     rows are contiguous for one access and whose columns are for the other; Triton swaps
     the layout through shared memory so both sides load and store coalesced."""
     n = len(group.R)
-    if n < 2:
+    if n < 2 or not all(map(is_static, group.R)):
         return None
     cvars = canonical_vars(n)   # the variables of the scheduler's MemoryDeps
     split = None

@@ -130,6 +130,15 @@ class SizeVarAllocator:
             expr = expr.xreplace({u: UNBACKED_HINT for u in expr.free_symbols if self.is_unbacked(u)})
         return int(expr)
 
+    def upper_bound(self, expr) -> int | None:
+        """The largest value `expr` takes for any size the graph accepts (the ShapeEnv's
+        ranges: `mark_dynamic(x, 0, max=64)` bounds s0), or None when it is unbounded."""
+        expr = sympy.sympify(expr)
+        if expr.is_Integer or self.shape_env is None:
+            return int(expr) if expr.is_Integer else None
+        upper = self.shape_env.bound_sympy(expr).upper
+        return int(upper) if upper.is_Integer else None
+
     def statically_known_true(self, cond) -> bool:
         cond = sympy.sympify(cond)
         if cond in (sympy.true, sympy.false):

@@ -33,9 +33,10 @@ import operator
 import torch
 
 from ..codegen.policy import BackendPolicy
-from ..codegen.triton_template import Gemm, operand, select_gemm, template_problem, tma_problem
+from ..codegen.triton_template import SYMBOLIC_PROBLEM, Gemm, operand, select_gemm, template_problem, tma_problem
 from ..config import Config
 from ..ir.nodes import SUPPORTED_DTYPES, Layout, TemplateBuffer, contiguous_strides
+from ..ir.sizevars import SymbolicUnsupported
 from ..logs import get_logger
 from ..virtualized import V, ops
 from .pointwise import KIND, make_pointwise, promote
@@ -150,8 +151,9 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
     gemm = Gemm.of(*layouts)
     problem = template_problem(layouts, [x.get_dtype() for x in (a, b)])
     if problem is not None:
-        if "ATEN" not in backends:
-            raise RuntimeError(
+        if "ATEN" not in backends:   # (symbolic sizes: compiled per shape, the template can then)
+            error = SymbolicUnsupported if problem == SYMBOLIC_PROBLEM else RuntimeError
+            raise error(
                 f"max_autotune_gemm_backends={config.max_autotune_gemm_backends!r}: no choice can compute {gemm} "
                 f"(FX node {graph.current_node_name()}): {problem}. Set max_autotune_gemm_backends='ATEN,TRITON' "
                 "to let ATen compute the matmuls the template cannot.")

@@ -104,7 +104,11 @@ def split_reductions(graph) -> None:
 
     A column reduction that the scheduler's mix-order pass may pair with a row reduction
     of the same input (one that another reduction also reads, and big enough) is left whole:
-    the mix-order kernel reads that input once for both."""
+    the mix-order kernel reads that input once for both.
+
+    A reduction with symbolic sizes is left whole: how many pieces pay off, and whether
+    they divide the row, depends on the size (Inductor guards on a split; we keep the one
+    kernel that is right for every size)."""
     policy = graph.policy
     if not policy.split_reductions:
         return
@@ -117,6 +121,8 @@ def split_reductions(graph) -> None:
         names, strides = loads[buf.name]
         outer = reduces_columns(strides)
         xnumel, rnumel = math.prod(node.ranges), math.prod(node.reduction_ranges)
+        if not (is_static(xnumel) and is_static(rnumel)):
+            continue
         shared = any(names & others for other, (others, _) in loads.items() if other != buf.name)
         if outer and shared and policy.mix_order_reduction and xnumel * rnumel >= policy.mix_order_min_numel:
             continue

@@ -107,31 +107,49 @@ class Launcher:
     compiled kernel's C launcher -- as long as every pointer is still 16-byte aligned the
     way it was (the compiled code may assume it) and the device is the same. Mirrors the
     launchers `CachingAutotuner` (`torch/_inductor/runtime/triton_heuristics.py`) builds.
-    Under the interpreter, or when Triton's launch hooks are set, every call uses the JIT."""
+    Under the interpreter, or when Triton's launch hooks are set, every call uses the JIT.
 
-    def __init__(self, fn, grid: tuple, dtypes: tuple = (), **meta):
-        self.fn, self.grid, self.dtypes, self.meta = fn, tuple(grid), tuple(dtypes), meta
-        self.grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    A kernel generic in its sizes takes `ints` int arguments after its pointers (size
+    symbols, xnumel...; its @triton.jit does not specialise on their values) and gets its
+    `grid` at each call (`grid=None` here). Triton types an int i32 or, from 2**31, i64:
+    the fast path is taken only for ints of the width it was bound with."""
+
+    def __init__(self, fn, grid: tuple | None, dtypes: tuple = (), ints: int = 0, **meta):
+        self.fn, self.dtypes, self.ints, self.meta = fn, tuple(dtypes), ints, meta
+        self.grid = tuple(grid) if grid is not None else None
+        self.grid3 = self._grid3(grid) if grid is not None else None
         self.constexprs = tuple(meta[name] for name in fn.arg_names if name in meta)
         self.kernel, self.aligned, self.device = None, None, None
 
-    def __call__(self, *args):
+    @staticmethod
+    def _grid3(grid) -> tuple:
+        return tuple(grid) + (1,) * (3 - len(grid))
+
+    def _signature(self, args) -> tuple:
+        """What the compiled kernel assumed of the arguments: aligned pointers, i32 ints."""
+        if not self.ints:
+            return tuple(a.data_ptr() % 16 == 0 for a in args)
+        pointers, ints = args[:-self.ints], args[-self.ints:]
+        return (*(a.data_ptr() % 16 == 0 for a in pointers), all(-2**31 <= n < 2**31 for n in ints))
+
+    def __call__(self, *args, grid=None):
         kernel = self.kernel
-        if kernel is not None and args[0].get_device() == self.device and \
-                tuple(a.data_ptr() % 16 == 0 for a in args) == self.aligned:
-            kernel.run(*self.grid3, torch._C._cuda_getCurrentRawStream(self.device), kernel.function,
+        if kernel is not None and args[0].get_device() == self.device and self._signature(args) == self.aligned:
+            grid3 = self.grid3 if grid is None else self._grid3(grid)
+            kernel.run(*grid3, torch._C._cuda_getCurrentRawStream(self.device), kernel.function,
                        kernel.packed_metadata, None, None, None, *args, *self.constexprs)
             return
-        compiled = self.fn[self.grid](*args, **self.meta)
+        compiled = self.fn[self.grid if grid is None else grid](*args, **self.meta)
         if self.kernel is None and self._can_bind(compiled, args):
             self.kernel, self.device = compiled, args[0].get_device()
-            self.aligned = tuple(a.data_ptr() % 16 == 0 for a in args)
+            self.aligned = self._signature(args)
 
     def precompile(self):
         """Compile ahead of the first launch, from the pointers' dtypes alone (Triton's
-        `warmup`, which assumes 16-byte aligned pointers, as freshly allocated ones are)."""
+        `warmup`, which assumes 16-byte aligned pointers, as freshly allocated ones are;
+        ints are taken i32)."""
         if not interpreting() and self.dtypes:
-            self.fn.warmup(*self.dtypes, grid=self.grid, **self.meta)
+            self.fn.warmup(*self.dtypes, *[2] * self.ints, grid=self.grid or (1,), **self.meta)
 
     @staticmethod
     def _can_bind(compiled, args) -> bool:

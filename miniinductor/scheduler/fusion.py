@@ -37,6 +37,7 @@ import torch
 
 from ..codegen.policy import MIX_ORDER_KINDS, MIX_ORDER_MIN_ROWS
 from ..ir.indexing import canonical_vars
+from ..ir.sizevars import is_static
 
 
 @dataclasses.dataclass
@@ -183,6 +184,8 @@ def mix_order_problem(row, col, persistent_max: int, min_numel: int = 0) -> str 
         return f"the column group holds more than {'/'.join(MIX_ORDER_KINDS)} reductions"
     if any(n.node.get_dtype() == torch.bool for n in col.nodes):
         return "the column group reduces bools"
+    if not all(map(is_static, row.R + row.Q)):
+        return "symbolic sizes (its bands and partial rows are sized at compile time)"
     if math.prod(row.Q) > persistent_max:
         return f"rows longer than {persistent_max} do not fit one block"
     if math.prod(row.R) < MIX_ORDER_MIN_ROWS:
