@@ -258,12 +258,13 @@ class CppKernel(Kernel):
                                    f"{{ {acc} = {value}; {acc}_index = {self.size(linear)}; }}")
             return CSEVariable(f"{acc}_index")
         if reduction_type in ("max", "min"):
-            # OpenMP's max/min clauses vectorize but drop NaN; a separate `||` flag keeps it.
-            self._declare(block, "bool", f"{acc}_nan", "false")
+            # OpenMP's max/min clauses vectorize but drop NaN; a separate flag keeps it. The flag
+            # is an int folded with `|`: a bool `||` reduction is not vectorized (3x slower).
+            self._declare(block, "int", f"{acc}_nan", "0")
             self.compute.writeline(f"{acc} = std::{reduction_type}<{ctype}>({acc}, {value}); "
-                                   f"{acc}_nan = {acc}_nan || ({value} != {value});")
+                                   f"{acc}_nan = {acc}_nan | ({value} != {value});")
             block.suffix.writeline(f"if ({acc}_nan) {acc} = std::numeric_limits<{ctype}>::quiet_NaN();")
-            block.omp_reductions += [(reduction_type, acc), ("||", f"{acc}_nan")]
+            block.omp_reductions += [(reduction_type, acc), ("|", f"{acc}_nan")]
             return CSEVariable(acc)
         self.compute.writeline(REDUCTION_COMBINE[reduction_type].format(acc=acc, value=value))
         block.omp_reductions.append((OMP_REDUCTION_OP.get(reduction_type), acc))
