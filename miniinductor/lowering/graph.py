@@ -140,6 +140,7 @@ class GraphLowering(torch.fx.Interpreter):
         self._by_name: dict[str, Buffer] = {}
         self.sizevars = SizeVarAllocator(shape_env_of(example_inputs))   # sizes: ints or of s0, s1...
         self.symbol_inputs: dict[str, object] = {}   # a SymInt input's name → its symbol
+        self.reductions: dict[tuple, tuple] = {}     # lowering/reductions.make_reduction's: computed once
 
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):
