@@ -8,6 +8,11 @@ Cases (all fp32, inference under ``torch.no_grad()``):
   layernorm  F.layer_norm on [4096, 1024] with weight and bias
   softmax    torch.softmax on [4096, 1024], dim=-1
   gpt2_block miniinductor.models.GPT2Block(d_model=256, n_head=8) on [4, 128, 256]
+  mlp_gelu   Linear(512, 2048) -> GELU -> Linear(2048, 512) on [256, 512]
+  colsum_rowmax  (x.sum(0), x.amax(1)) on [2048, 2048]
+  cross_entropy  F.cross_entropy on [512, 8000] logits
+  mlp_batch1 six Linear(256, 256) + ReLU layers on [1, 256] (per-call overhead)
+  conv_bn_relu   Conv2d(64, 64, 3) -> BatchNorm2d (eval) -> ReLU on [8, 64, 32, 32]
 
 Each case is compiled once per backend, warmed up, then timed: every repeat runs
 the callable enough times to fill a target time (200 ms; 20 ms with --quick) and
@@ -63,6 +68,24 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x, dim=-1)
 
 
+def colsum_rowmax(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.sum(0), x.amax(1)
+
+
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, target)
+
+
+def module_case(*layers: torch.nn.Module, shape: tuple[int, ...]) -> tuple[Callable, tuple]:
+    """An eval-mode nn.Sequential of ``layers`` (seeded weights) and one input."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*layers).eval()
+    if isinstance(layers[1], torch.nn.BatchNorm2d):   # non-trivial running statistics
+        layers[1].running_mean.uniform_(-1, 1)
+        layers[1].running_var.uniform_(0.5, 2)
+    return model, (_randn(*shape),)
+
+
 def make_gpt2_block(seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor]:
     from miniinductor.models import GPT2Block, make_demo_inputs
     torch.manual_seed(seed)
@@ -97,6 +120,18 @@ CASES = [
     Case("softmax", "[4096, 1024]", lambda: (softmax, (_randn(4096, 1024),)),
          min_bytes=4 * 2 * 4096 * 1024),              # read x, write out
     Case("gpt2_block", "[4, 128, 256]", lambda: setup_gpt2_block()),
+    Case("mlp_gelu", "[256, 512] -> 2048 -> 512", lambda: module_case(
+        torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512), shape=(256, 512))),
+    Case("colsum_rowmax", "[2048, 2048]", lambda: (colsum_rowmax, (_randn(2048, 2048),)),
+         min_bytes=4 * (2048 * 2048 + 2 * 2048)),     # read x, write both results
+    Case("cross_entropy", "[512, 8000]", lambda: (cross_entropy, (
+        _randn(512, 8000), torch.randint(0, 8000, (512,), generator=torch.Generator().manual_seed(0)))),
+         min_bytes=4 * 512 * 8000 + 8 * 512 + 4),      # read logits and targets, write the loss
+    Case("mlp_batch1", "[1, 256], 6 layers", lambda: module_case(
+        *[m for _ in range(6) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())], shape=(1, 256))),
+    Case("conv_bn_relu", "[8, 64, 32, 32]", lambda: module_case(
+        torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+        shape=(8, 64, 32, 32))),
 ]
 
 
@@ -122,12 +157,17 @@ def calibrate(fn: Callable[[], object], target_ms: float) -> int:
     return max(1, int(target_ms / max(once_ms, 1e-3)))
 
 
+#: the clock: wall time, or with --cpu-time the process's CPU time (on a loaded machine, run
+#: with OMP_NUM_THREADS=1: other processes' load then barely moves it)
+CLOCK = [time.perf_counter]
+
+
 def sample_ms(fn: Callable[[], object], inner: int) -> float:
     """Mean time per call (ms) over ``inner`` back-to-back calls."""
-    t0 = time.perf_counter()
+    t0 = CLOCK[0]()
     for _ in range(inner):
         fn()
-    return (time.perf_counter() - t0) * 1e3 / inner
+    return (CLOCK[0]() - t0) * 1e3 / inner
 
 
 def time_ms(fn: Callable[[], object], repeats: int, target_ms: float) -> float:
@@ -144,6 +184,10 @@ class Row:
     first_call_s: float | None = None
     max_err: float | None = None
     error: str | None = None
+
+
+def _flat(out) -> tuple[torch.Tensor, ...]:
+    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 
 def _describe(e: Exception) -> str:
@@ -180,7 +224,8 @@ def run_case(case: Case, args: argparse.Namespace) -> list[Row]:
                 if backend == "eager":
                     ref = out
                 elif ref is not None:
-                    row.max_err = (out.double() - ref.double()).abs().max().item()
+                    row.max_err = max((o.double() - r.double()).abs().max().item()
+                                      for o, r in zip(_flat(out), _flat(ref)))
                 runner = (lambda c: lambda: c(*inputs))(compiled)
                 inner[backend] = calibrate(runner, args.target_ms)
                 runners[backend] = runner
@@ -265,6 +310,7 @@ def machine_info() -> dict[str, str]:
         pass
     return {"cpu": model, "cores": str(os.cpu_count()),
             "torch threads": str(torch.get_num_threads()),
+            "clock": "process CPU time" if CLOCK[0] is time.process_time else "wall",
             "platform": platform.platform(), "python": platform.python_version(),
             "torch": torch.__version__,
             "load average at start (1, 5, 15 min)":
@@ -359,9 +405,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
     p.add_argument("--cases", nargs="*", default=[c.name for c in CASES],
                    choices=[c.name for c in CASES])
+    p.add_argument("--cpu-time", action="store_true",
+                   help="time by process CPU time (with OMP_NUM_THREADS=1, on a loaded machine)")
+    p.add_argument("--repeats", type=int, help="samples per backend (default 15; 3 with --quick)")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-compile subprocesses")
     args = p.parse_args(argv)
-    args.repeats = 3 if args.quick else 15
+    args.repeats = args.repeats or (3 if args.quick else 15)
+    CLOCK[0] = time.process_time if args.cpu_time else time.perf_counter
     args.target_ms = 20.0 if args.quick else 200.0
     command = "python benchmarks/bench_cpu.py" + (" " + " ".join(argv if argv is not None
                                                               else sys.argv[1:])).rstrip()

@@ -7,7 +7,7 @@
 #   -- its **MemoryDeps** -- by running the node's body under a recording handler, with
 #   *canonical* loop variables `c0, c1, ...` so that two nodes' indices can be compared;
 # * **vertical fusion** (a producer computed inside its consumer's loops): a layer norm's
-#   four buffers become one C++ kernel;
+#   three buffers become one C++ kernel;
 # * **horizontal fusion** (independent nodes that read the same inputs share a loop):
 #   `h = x + r; return norm(h), h`, and two reductions of one tensor;
 # * the rules that **refuse** a fusion -- ranges that differ, an index that differs, a
@@ -322,13 +322,13 @@ assert bytes_on == minimum and bytes_off > bytes_on
 
 # %% [markdown]
 # Where does the unfused number come from? Look at the deps in section 1: each of the
-# four unfused kernels reads `x` in full (`4 * R*C` floats); each of the three per-row
-# statistics `buf0, buf1, buf2` is written once and read once (`6 * R` floats); the
-# weight and the bias are read once (`2 * C`) and the output is written once (`R*C`):
-# `(5*R*C + 6*R + 2*C) * 4` bytes, about 2.5 times the minimum. (`buf0` and `buf2` are
-# both row sums of `x`: the decomposition computes the mean once for the variance and once
-# for the normalization, and nothing merges the two. Fused, that costs an extra add per
-# element, not memory traffic.) Let's check the arithmetic against the kernels' own
+# three unfused kernels reads `x` in full (`3 * R*C` floats); the row sum `buf0` is
+# written once and read twice (by the variance and by the normalization) and the variance
+# `buf1` written once and read once (`5 * R` floats); the weight and the bias are read once
+# (`2 * C`) and the output is written once (`R*C`): `(4*R*C + 5*R + 2*C) * 4` bytes, about
+# 2 times the minimum. (The decomposition sums `x` twice, for the variance's mean and for
+# the normalization's; `make_reduction` computes the same reduction of the same value
+# once, so both read `buf0`.) Let's check the arithmetic against the kernels' own
 # argument lists:
 
 # %%
@@ -338,7 +338,7 @@ for k in off.kernels:
           f"({k.bytes_moved / (R * C * 4):.2f} x the input)")
 total = sum(k.bytes_moved for k in off.kernels)
 print(f"  total {total:,d} bytes = {total / minimum:.2f} x the minimum")
-assert total == bytes_off == (5 * R * C + 6 * R + 2 * C) * 4
+assert total == bytes_off == (4 * R * C + 5 * R + 2 * C) * 4
 
 # %% [markdown]
 # For memory-bound work, time follows bytes: the fused layer norm moves about

@@ -208,15 +208,15 @@ class MissingStore(AssertionError):
 
 class Block:
     """One part of a kernel's body inside its outer loops, in order. `outer` code runs once
-    per outer iteration (C++) or block of rows (Triton); the other kinds loop over the
-    reduction ranges (C++ `inner`/`reduction`, Triton `loop`), with accumulators set up in
-    `prefix` and the finished reductions (and their stores) in `suffix`."""
+    per outer iteration (C++) or block of rows (Triton); a `loop` block loops over the
+    reduction ranges, with accumulators set up in `prefix` and the finished reductions (and
+    their stores) in `suffix`."""
 
     def __init__(self, kind):
         self.kind = kind
         self.prefix, self.body, self.suffix = IndentedBuffer(), IndentedBuffer(), IndentedBuffer()
         self.written: set[str] = set()   # buffers its nodes computed
-        self.reduced: set[str] = set()   # (Triton) buffers whose reduction finishes after the loop
+        self.reduced: set[str] = set()   # buffers whose reduction finishes after the loop
         self.omp_reductions: list[tuple[str | None, str]] = []   # (C++) OpenMP reduction clauses
         self.has_argreduction = False                             # (C++) no clause can fold it
 

@@ -46,14 +46,14 @@ def wrong_lowering(op, delta=1.0):
 
 @contextlib.contextmanager
 def reversed_row_reads(graph: str | None = None):
-    """A wrong index in fused kernels only: in the per-element loop that follows a reduction
-    in the same kernel (softmax's division, layer norm's scaling), a C++ kernel reads its
-    rows back to front. graph: only in graphs of this name ("forward", "backward", ...)."""
+    """A wrong index in fused kernels only: in the loops over the row that follow the
+    kernel's first (softmax's division, layer norm's scaling), a C++ kernel reads its rows
+    back to front. graph: only in graphs of this name ("forward", "backward", ...)."""
     real = CppKernel.load
 
     def load(self, name, index):
         here = graph is None or V.graph.name == graph
-        if here and self.block is not None and self.block.kind == "inner" and self.reduction_vars:
+        if here and self.block is not None and self.reduction_vars and self.block is not self.blocks[0]:
             r, n = self.reduction_vars[-1], self.reduction_ranges[-1]
             index = sympy.sympify(index).subs(r, n - 1 - r)
         return real(self, name, index)

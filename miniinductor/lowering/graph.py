@@ -148,6 +148,7 @@ class GraphLowering(torch.fx.Interpreter):
         self.mutated_inputs = {n.args[0].name for n in gm.graph.nodes if n.target is torch.ops.aten.copy_.default
                                and isinstance(n.args[0], torch.fx.Node) and n.args[0].op == "placeholder"}
         self.mutations: dict[str, str] = {}   # buffer → the input whose memory it is stored into
+        self.reductions: dict[tuple, tuple] = {}     # lowering/reductions.make_reduction's: computed once
 
     # ------------------------------------------------------------------ helpers for lowerings
     def current_target(self):

@@ -31,6 +31,7 @@ from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
 from .pointwise import make_pointwise
 from .registry import aten, prims, register_lowering
+from .views import reshape
 
 
 def _dims(x, dims) -> list[int]:
@@ -42,8 +43,13 @@ def _dims(x, dims) -> list[int]:
     return sorted({d % max(rank, 1) for d in dims}) if rank else []
 
 
-def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None) -> StorageBox:
-    """Reduce `x` over `dims` with `reduction_type` (see ops_handler.REDUCTION_TYPES)."""
+def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None):
+    """Reduce `x` over `dims` with `reduction_type` (see ops_handler.REDUCTION_TYPES).
+
+    The same reduction of the same value is computed once per graph: layer norm's
+    decomposition sums x for its mean and again inside `var` (Inductor computes both in one
+    Welford reduction); the second gets the first's buffer, reshaped where keepdim differs,
+    and the kernel one pass less over each row."""
     size = x.get_size()
     dims = _dims(x, dims)
     kept = [d for d in range(len(size)) if d not in dims]
@@ -51,6 +57,9 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None)
     reduction_ranges = [size[d] for d in dims]
     src_dtype = src_dtype or x.get_dtype()
     dtype = dtype or src_dtype
+    key = (id(x), tuple(dims), reduction_type, dtype, src_dtype)
+    if (seen := V.graph.reductions.get(key)) and seen[0] is x:   # the same x: its id is not reused
+        return reshape(seen[1], ranges)
     load = x.make_loader()
 
     def inner_fn(index, rindex):
@@ -66,6 +75,7 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None)
     node = Reduction(x.get_device(), dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
     box = StorageBox(node)
     box.realize()
+    V.graph.reductions[key] = (x, box)
     return box
 
 

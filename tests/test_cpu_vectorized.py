@@ -1,0 +1,96 @@
+"""The vectorised paths of the C++ kernels (codegen/cpp.py): row max/min reductions folded
+by `omp simd` with a NaN flag, softmax and cross-entropy built on them, at lengths that are
+not multiples of the vector width (the loops' scalar tails), with NaN and infinities placed
+first, inside and in the tail, and in the dtypes that do not fill a float vector (integers,
+bool, float16, bfloat16). Every case is compared with eager (conftest.check)."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import check, check_grads
+
+# AVX2 holds 8 floats: below, at, above a vector and a long row with a tail
+LENGTHS = [1, 7, 8, 9, 33, 1031]
+# float32 sums of up to ~1000 values in another order than eager's
+SUM_TOL = dict(rtol=1e-4, atol=1e-5)
+
+
+def with_specials(x: torch.Tensor) -> torch.Tensor:
+    """`x` (float, [rows, n]) with NaN first / in the last (tail) element / inside, +inf,
+    a row of -inf and a row of +inf, where the row length allows."""
+    x = x.clone()
+    n = x.shape[1]
+    x[0, 0] = float("nan")
+    x[1, n - 1] = float("nan")
+    x[2, n // 2] = float("inf")
+    x[3, n - 1] = -float("inf")
+    x[4] = -float("inf")
+    x[5] = float("inf")
+    x[6, n // 3] = float("nan")
+    x[6, n - 1] = float("inf")
+    return x
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_row_max_min_propagate_nan_and_inf_at_any_position(op, n):
+    def fn(x):
+        return getattr(x, op)(-1), getattr(x, op)(-1).neg()   # the result stored and read again
+    check(fn, with_specials(torch.randn(9, n)))
+
+
+@pytest.mark.parametrize("n", [9, 1031])
+def test_max_and_min_of_one_row_in_one_kernel(n):
+    def fn(x):
+        return x.amax(-1) - x.amin(-1), x.max()
+    check(fn, with_specials(torch.randn(9, n)))
+    check(fn, torch.randn(9, n))   # no specials: the flag must not fire
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool])
+@pytest.mark.parametrize("n", [7, 1031])
+def test_integer_and_bool_row_max_min(dtype, n):
+    def fn(x):
+        return x.amax(-1), x.amin(-1)
+    if dtype is torch.bool:
+        x = torch.rand(5, n) < 0.5
+        x[0], x[1] = True, False
+    else:
+        info = torch.iinfo(dtype)
+        x = torch.randint(info.min, info.max, (5, n), dtype=dtype)
+        x[0, n - 1], x[1, 0] = info.max, info.min   # extremes in the tail and the head
+    check(fn, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [9, 1031])
+def test_low_precision_row_max_min_and_softmax(dtype, n):
+    def fn(x):
+        return x.amax(-1), x.amin(-1), torch.softmax(x, -1)
+    check(fn, with_specials(torch.randn(9, n)).to(dtype))
+
+
+@pytest.mark.parametrize("n", LENGTHS)
+def test_softmax_with_nan_inf_and_masked_rows(n):
+    def fn(x):
+        return torch.softmax(x, -1), torch.log_softmax(x, -1)
+    check(fn, with_specials(torch.randn(9, n)), **SUM_TOL)
+    check(fn, torch.randn(9, n) * 30, **SUM_TOL)   # large logits: exp overflows without the max
+
+
+@pytest.mark.parametrize("n", [9, 1031])
+def test_softmax_and_cross_entropy_gradients(n):
+    def fn(x, target):
+        return torch.softmax(x, -1).square().sum() + F.cross_entropy(x, target)
+    x = torch.randn(17, n, requires_grad=True)
+    check_grads(fn, x, torch.randint(0, n, (17,)), **SUM_TOL)
+
+
+@pytest.mark.parametrize("n", [9, 1031])
+def test_layer_norm_forward_and_backward_with_tails(n):
+    def fn(x, w, b):
+        return F.layer_norm(x, (n,), w, b)
+    x = (torch.randn(13, n) * 3 + 5).requires_grad_()   # a large mean: the variance's two passes
+    w, b = torch.randn(n, requires_grad=True), torch.randn(n, requires_grad=True)
+    check_grads(fn, x, w, b, **SUM_TOL)
