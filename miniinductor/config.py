@@ -220,8 +220,6 @@ def log_unavailable_features(config: Config):
         log.info("enable_persistent_tma_matmul ignored: %s", "the TMA persistent GEMM template is not built "
                  "yet; the ordinary Triton GEMM templates are used" if hopper else
                  "TMA needs a GPU of compute capability 9.0+, and there is none here")
-    if config.cpp_wrapper:   # TODO(cppwrap): built in the next commit
-        log.info("cpp_wrapper ignored: not built yet; the Python wrapper is used")
     if "CUTLASS" in config.max_autotune_gemm_backends.split(","):
         log.info("max_autotune_gemm_backends: CUTLASS choices skipped (using %s): %s",
                  ",".join(config.gemm_backends()),
