@@ -214,7 +214,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
         """The module: the C++ source (prelude, kernels, `call`) and the Python `call` around
         it. record=True (debug/accuracy.py) gives the Python wrapper, which can record."""
         if record:
-            return super().generate(plan, record)
+            return WrapperCodeGen(self.graph, self.scheduler, self.kernels, self.backend, self.config).generate(plan, record)
         if self.graph.sizevars.symbolic:
             raise CppWrapperUnsupported("symbolic sizes")
         inputs = [*self.graph.graph_input_names, *self.graph.constants]
