@@ -19,9 +19,7 @@ the table holds the median µs per call and eager/backend (> 1: faster than eage
 the host time goes (the functions by own time). On the CPU a fifth column, "cpp_wrapper",
 is `torch.compile(fn, backend="miniinductor", options={"cpp_wrapper": True})` (to compare
 with "torch.compile mini"), and a second table times the generated `call(args)` alone
-(Python wrapper vs C++ wrapper, without Dynamo's and AOTAutograd's layers above it), the
-time inside its ATen ops (torch.profiler's top-level aten:: events) and the rest: the host
-overhead that the wrapper itself adds.
+(Python wrapper vs C++ wrapper, without Dynamo's and AOTAutograd's layers above it).
 """
 from __future__ import annotations
 
@@ -65,16 +63,6 @@ def compiled_with(backend: str, fn):
     if backend == "cpp_wrapper":
         return torch.compile(fn, backend="miniinductor", options={"cpp_wrapper": True})
     return torch.compile(fn, backend="miniinductor" if backend == "torch.compile mini" else "inductor")
-
-
-def aten_op_us(call, call_args, calls: int = 300) -> float:
-    """µs per call spent inside the ATen ops `call` makes (the top-level ops of torch's
-    profiler: the same ops for both wrappers), to tell the wrapper's own host time apart.
-    The profiler's own cost per op is counted in, so the rest is if anything underestimated."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        for _ in range(calls):
-            call(list(call_args))
-    return sum(e.cpu_time_total for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")) / calls
 
 
 def wrapper_calls(fn, args) -> dict:
@@ -136,11 +124,8 @@ def run(device: str, repeats: int, target_s: float, profile: bool, clock):
                 for k, (call, call_args) in calls.items():
                     wrapper_times[k].append(mean_us(lambda: call(list(call_args)), (), sync, target_s, clock))
             py, cpp = (statistics.median(wrapper_times[k]) for k in ("python", "c++"))
-            aten = {k: aten_op_us(call, call_args) for k, (call, call_args) in calls.items()}
             print(f"|   {name}: call(args) alone | Python wrapper {py:.1f} µs | C++ wrapper {cpp:.1f} µs "
-                  f"| C++/Python {cpp / py:.2f} | ATen ops in it (profiler) {aten['python']:.1f} / {aten['c++']:.1f} µs "
-                  f"| the rest: {py - aten['python']:.1f} / {cpp - aten['c++']:.1f} µs, "
-                  f"C++/Python {(cpp - aten['c++']) / (py - aten['python']):.2f} |", flush=True)
+                  f"| C++/Python {cpp / py:.2f} |", flush=True)
         if profile:
             ours = backends["miniinductor"]
             profiler = cProfile.Profile()
