@@ -51,11 +51,16 @@ def topk_and_cat(x):                     # an extern op that returns a tuple (Mu
     return values * 2, indices, torch.cat([x, x.cos()], 1)
 
 
+def conv_relu(x, w, b):                  # aten.convolution: int lists through the shim
+    return torch.relu(torch.nn.functional.conv2d(x, w, b, stride=2, padding=1))
+
+
 CASES = {
     "pointwise": (pointwise, lambda: (randn(8, 33), randn(8, 33))),
     "reductions": (reductions, lambda: (randn(16, 40),)),
     "matmul_views": (matmul_views, lambda: (randn(9, 6), randn(8, 5))),
     "topk_and_cat": (topk_and_cat, lambda: (randn(6, 10),)),
+    "conv_relu": (conv_relu, lambda: (randn(2, 3, 9, 9), randn(4, 3, 3, 3), randn(4))),
 }
 
 

@@ -68,7 +68,14 @@ def c_shape(values) -> str:
     return "{" + ", ".join(c_scalar(int(v)) for v in values) + "}"
 
 
+#: the dtypes the shim names (`aoti_torch_dtype_<name>()`)
+SHIM_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+               torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128}
+
+
 def c_dtype(dtype: torch.dtype) -> str:
+    if dtype not in SHIM_DTYPES:
+        raise CppWrapperUnsupported(f"the dtype {dtype}")
     return f"aoti_torch_dtype_{str(dtype).removeprefix('torch.')}()"
 
 
@@ -164,7 +171,8 @@ class CppWrapperCodeGen(WrapperCodeGen):
             return [self._tensor(value, temp, setup)]
         if ctype == "AtenTensorHandle*":          # an optional tensor
             return ["nullptr"] if value is None else [f"&{self._tensor(value, temp, setup)}"]
-        if ctype == "const int64_t*":             # an int list, then its length
+        if ctype == "const int64_t*":             # an int list (`int[1]` may be one int), then its length
+            value = [value] if isinstance(value, (int, sympy.Integer)) else value
             return [f"MiShape{c_shape(value)}.begin()" if value else "nullptr", str(len(value))]
         if ctype == "const AtenTensorHandle*":
             items = [self._tensor(v, f"{temp}{k}", setup) for k, v in enumerate(value)]
