@@ -6,6 +6,7 @@
 
 Cases (fp32, inference under ``torch.no_grad()``, batch 1):
   mlp        six Linear(256, 256) + ReLU layers on a [1, 256] input
+  mlp8       the same with Linear(8, 8): next to no arithmetic, host work only
   pointwise  relu(x * a + 1) on 64 elements
 
 Each case runs eagerly and compiled three ways: `miniinductor.compile(fn)` (which passes
@@ -15,7 +16,10 @@ backend="miniinductor")` (Dynamo's default settings, as Inductor's) and Inductor
 each repeat runs every backend for about 100 ms (CUDA: synchronised every 10 calls) and
 the table holds the median µs per call and eager/backend (> 1: faster than eager).
 `--profile` runs `miniinductor.compile(fn)` 10,000 times under cProfile and prints where
-the host time goes (the functions by own time).
+the host time goes (the functions by own time). On the CPU a fifth column, "cpp_wrapper",
+is `torch.compile(fn, backend="miniinductor", options={"cpp_wrapper": True})` (to compare
+with "torch.compile mini"), and a second table times the generated `call(args)` alone
+(Python wrapper vs C++ wrapper, without Dynamo's and AOTAutograd's layers above it).
 """
 from __future__ import annotations
 
@@ -31,14 +35,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout, installed or not
 import miniinductor  # noqa: E402
+from miniinductor.compile_fx import collect_compiled  # noqa: E402
 
 
-def mlp_case(device):
+def mlp_case(device, width=256):
     torch.manual_seed(0)
     layers = []
     for _ in range(6):
-        layers += [torch.nn.Linear(256, 256), torch.nn.ReLU()]
-    return torch.nn.Sequential(*layers).to(device).eval(), (torch.randn(1, 256, device=device),)
+        layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers).to(device).eval(), (torch.randn(1, width, device=device),)
 
 
 def pointwise_case(device):
@@ -46,8 +51,8 @@ def pointwise_case(device):
     return (lambda x, a: torch.relu(x * a + 1)), (x, a)
 
 
-CASES = {"mlp": mlp_case, "pointwise": pointwise_case}
-BACKENDS = ("eager", "miniinductor", "torch.compile mini", "inductor")
+CASES = {"mlp": mlp_case, "mlp8": lambda device: mlp_case(device, 8), "pointwise": pointwise_case}
+BACKENDS = ("eager", "miniinductor", "torch.compile mini", "inductor", "cpp_wrapper")
 
 
 def compiled_with(backend: str, fn):
@@ -55,7 +60,28 @@ def compiled_with(backend: str, fn):
         return fn
     if backend == "miniinductor":
         return miniinductor.compile(fn)
+    if backend == "cpp_wrapper":
+        return torch.compile(fn, backend="miniinductor", options={"cpp_wrapper": True})
     return torch.compile(fn, backend="miniinductor" if backend == "torch.compile mini" else "inductor")
+
+
+def wrapper_calls(fn, args) -> dict:
+    """{"python": call, "c++": call}: each wrapper's `call(args)` with the arguments
+    AOTAutograd handed it, to be timed without the layers above it."""
+    calls = {}
+    for label, cpp_wrapper in (("python", False), ("c++", True)):
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="miniinductor", options={"cpp_wrapper": cpp_wrapper})
+        with collect_compiled() as graphs:
+            compiled(*args)
+        (graph,) = graphs
+        seen = []
+        real = graph.call
+        graph.call = lambda a, real=real: (seen.append(list(a)), real(a))[1]
+        compiled(*args)
+        assert ("CPP_SOURCE" in graph.wrapper_source and "PyObject* call" in graph.wrapper_source) == cpp_wrapper
+        calls[label] = (real, seen[0])
+    return calls
 
 
 def mean_us(fn, args, sync, target_s: float, clock=time.perf_counter) -> float:
@@ -78,7 +104,7 @@ def run(device: str, repeats: int, target_s: float, profile: bool, clock):
         fn, args = make(device)
         torch._dynamo.reset()
         backends = {}
-        for backend in BACKENDS:
+        for backend in BACKENDS if device == "cpu" else BACKENDS[:-1]:
             backends[backend] = compiled_with(backend, fn)
             for _ in range(3):   # compile, then warm
                 out = backends[backend](*args)
@@ -88,8 +114,18 @@ def run(device: str, repeats: int, target_s: float, profile: bool, clock):
             for b, compiled in backends.items():
                 times[b].append(mean_us(compiled, args, sync, target_s, clock))
         med = {b: statistics.median(t) for b, t in times.items()}
-        print(f"| {name} | " + " | ".join(f"{med[b]:.1f}" for b in BACKENDS) +
-              f" | {med['eager'] / med['miniinductor']:.2f} | {med['eager'] / med['inductor']:.2f} |", flush=True)
+        print(f"| {name} | " + " | ".join(f"{med[b]:.1f}" for b in BACKENDS[:4]) +
+              f" | {med['eager'] / med['miniinductor']:.2f} | {med['eager'] / med['inductor']:.2f} |" +
+              (f" cpp_wrapper {med['cpp_wrapper']:.1f} µs" if "cpp_wrapper" in med else ""), flush=True)
+        if device == "cpu":
+            calls = wrapper_calls(fn, args)
+            wrapper_times = {k: [] for k in calls}
+            for _ in range(repeats):
+                for k, (call, call_args) in calls.items():
+                    wrapper_times[k].append(mean_us(lambda: call(list(call_args)), (), sync, target_s, clock))
+            py, cpp = (statistics.median(wrapper_times[k]) for k in ("python", "c++"))
+            print(f"|   {name}: call(args) alone | Python wrapper {py:.1f} µs | C++ wrapper {cpp:.1f} µs "
+                  f"| C++/Python {cpp / py:.2f} |", flush=True)
         if profile:
             ours = backends["miniinductor"]
             profiler = cProfile.Profile()

@@ -25,7 +25,8 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      removable_buffers     which buffers stay in registers, from the kernel's
                                            block plan, before its code is generated
     memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
-    WrapperCodeGen.generate                the Python module with call(args) (codegen/wrapper.py)
+    generate_wrapper                       the Python module with call(args) (codegen/wrapper.py),
+                                           or under cpp_wrapper `call` in C++ (codegen/cpp_wrapper.py)
     load_wrapper                           build the kernels and import the module (runtime/)
 
 `CompiledGraph` keeps every artifact so that each phase can be printed afterwards; `lower`
@@ -47,6 +48,7 @@ from . import metrics
 from .capture import capture
 from .codegen.combo import COMBO_KERNELS
 from .codegen.cpp import CppKernel
+from .codegen.cpp_wrapper import CppWrapperCodeGen, CppWrapperUnsupported
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
 from .codegen.triton_template import kernel_for_template_group
@@ -176,15 +178,28 @@ def precompile_kernels(module, kernels):
     log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
 
 
+def generate_wrapper(graph, scheduler, kernels, config: Config):
+    """(wrapper, memory plan, source): the C++ wrapper under cpp_wrapper where it can do the
+    graph (codegen/cpp_wrapper.py), else -- saying why in one line -- the Python one."""
+    if config.cpp_wrapper:
+        wrapper = CppWrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config)
+        try:
+            plan = wrapper.memory_plan()
+            return wrapper, plan, wrapper.generate(plan)
+        except CppWrapperUnsupported as exc:
+            log.info("cpp_wrapper: %s gets the Python wrapper (not in the C++ one: %s)", graph.name, exc)
+    wrapper = WrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config)
+    plan = wrapper.memory_plan()
+    return wrapper, plan, wrapper.generate(plan)
+
+
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> CompiledGraph:
     """One ATen graph → its compiled wrapper, pass by pass (the module docstring lists them)."""
     graph = lower(gm, example_inputs, config, name)
     with V.set_graph_handler(graph):
         scheduler = schedule(graph, config)
         kernels = generate_kernels(graph, scheduler, config)
-        wrapper = WrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config)
-        plan = wrapper.memory_plan()
-        wrapper_source = wrapper.generate(plan)
+        wrapper, plan, wrapper_source = generate_wrapper(graph, scheduler, kernels, config)
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)
     if graph.current_device().type == "cuda":

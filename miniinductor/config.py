@@ -24,10 +24,11 @@ GraphNet-style dict is taken whole, by either route:
      "inductor_config": {"triton.cudagraphs": False, "triton.enable_persistent_tma_matmul": True}}
 `template` is a preset, `freezing` a top-level flag and `inductor_config` explicit options,
 so inductor_config overrides > freezing > template.
-Two Inductor features are accepted but not built, each with one info line
-(`log_unavailable_features`), never an error because of the hardware:
-`enable_persistent_tma_matmul` (the `tma` preset; the ordinary GEMM templates run) and
-CUTLASS in `max_autotune_gemm_backends` (the `cutlass` preset; ATen and Triton choices run).
+`enable_persistent_tma_matmul` (the `tma` preset) adds persistent GEMM templates to
+max_autotune's choices, with TMA loads on compute capability 9.0+ and under Triton's
+interpreter, plain loads elsewhere; never an error because of the hardware. CUTLASS in
+`max_autotune_gemm_backends` (the `cutlass` preset) is accepted but not built: one info line
+(`log_unavailable_features`), and the ATen and Triton choices run.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ class Config:
     max_autotune_gemm_backends: str = "ATEN,TRITON"
     "With max_autotune, Triton kernels: matmul choices, 'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN' (CUTLASS: skipped)."
     enable_persistent_tma_matmul: bool = False
-    "With max_autotune on a GPU of compute capability 9.0+: a TMA persistent GEMM template (not built yet: accepted and ignored, with one info line)."
+    "With max_autotune and Triton GEMM templates: persistent templates among the choices, TMA loads on compute capability 9.0+ (and the interpreter)."
     coordinate_descent_tuning: bool = False
     "With max_autotune: from the fastest GEMM template config, double or halve each block size, warps and stages while that is faster (GPU)."
     trace: str | None = dataclasses.field(default_factory=lambda: os.environ.get("MINIINDUCTOR_TRACE") or None)
@@ -218,8 +219,6 @@ def log_unavailable_features(config: Config):
     if config.enable_persistent_tma_matmul and not (config.max_autotune and "TRITON" in config.gemm_backends()):
         log.info("enable_persistent_tma_matmul ignored: it adds persistent GEMM templates to max_autotune's "
                  "Triton choices (max_autotune=True, max_autotune_gemm_backends with TRITON)")
-    if config.cpp_wrapper:   # TODO(cppwrap): built in the next commit
-        log.info("cpp_wrapper ignored: not built yet; the Python wrapper is used")
     if "CUTLASS" in config.max_autotune_gemm_backends.split(","):
         log.info("max_autotune_gemm_backends: CUTLASS choices skipped (using %s): %s",
                  ",".join(config.gemm_backends()),

@@ -10,7 +10,8 @@ each size symbol from the inputs (`s0 = arg0_1.size(0)`, as Inductor's wrapper d
 sizes allocations and views with it; C++ kernels get the symbols as `c_int64(s0)`.
 
 Simplified: buffers are plain torch tensors and kernels get raw pointers through ctypes;
-there is no C++ wrapper mode and no AOT packaging.
+no AOT packaging. `cpp_wrapper=True` writes the same steps in C++ (cpp_wrapper.py, a
+subclass that overrides how each step is written: `_kernel_lines`, `_extern_lines`, `_alloc`).
 """
 from __future__ import annotations
 
@@ -118,16 +119,9 @@ class WrapperCodeGen:
                 kernel = self.kernels[item.kernel_name]
                 inplace = kernel.inplace
                 allocs = [n for n in item.get_names() if n not in kernel.removed and n not in inplace]
-                if kernel.language == "cpp":   # C functions take raw pointers (declared c_void_p) and int64 sizes ...
-                    ptrs = ", ".join([f"{n}.data_ptr()" for n in kernel.args] + list(kernel.size_args))
-                else:                          # ... Triton launchers take the tensors
-                    ptrs = ", ".join(kernel.args + kernel.size_args)
-                lines = [f"{out} = {src}  # {out} -> {src} (in place): the input's new value" if out in kernel.mutated
-                         else f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
-                         for out, src in inplace.items()]
-                lines.append(f"{kernel.name}({ptrs})  # {', '.join(kernel.origins)}")
                 defines = set(allocs) | set(inplace)
-                steps.append((Step(kernel.name, allocs, set(kernel.args), defines, inplace=dict(inplace)), lines))
+                step = Step(kernel.name, allocs, set(kernel.args), defines, inplace=dict(inplace))
+                steps.append((step, self._kernel_lines(kernel)))
             else:
                 node = item.node
                 step = Step(f"extern {node.get_name()}", [], set(self._extern_reads(node)), {node.get_name()},
@@ -137,6 +131,18 @@ class WrapperCodeGen:
                          for sym, source in self.graph.unbacked_bindings.get(node.get_name(), [])]
                 steps.append((step, lines[:1] + binds + lines[1:]))
         return steps
+
+    @staticmethod
+    def _kernel_lines(kernel) -> list[str]:
+        """The lines that launch `kernel` (after taking over its in-place outputs' memory)."""
+        if kernel.language == "cpp":   # C functions take raw pointers (declared c_void_p) and int64 sizes ...
+            ptrs = ", ".join([f"{n}.data_ptr()" for n in kernel.args] + list(kernel.size_args))
+        else:                          # ... Triton launchers take the tensors
+            ptrs = ", ".join(kernel.args + kernel.size_args)
+        lines = [f"{out} = {src}  # {out} -> {src} (in place): the input's new value" if out in kernel.mutated
+                 else f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
+                 for out, src in kernel.inplace.items()]
+        return [*lines, f"{kernel.name}({ptrs})  # {', '.join(kernel.origins)}"]
 
     def plan_nbytes(self, name: str) -> int:
         with V.set_graph_handler(self.graph):   # symbolic sizes count at their traced values

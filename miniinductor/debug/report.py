@@ -212,9 +212,12 @@ def _code_column(cg, links: GraphLinks) -> str:
             if not line.startswith("'''"):
                 folded.append(line)
                 continue
+            entry = next((i for i, f in enumerate(folded) if f.startswith('extern "C" PyObject* call')), len(folded))
+            folded, shown = folded[:entry], folded[entry:]   # a C++ wrapper's `call` stays in view
             what = "C++ (the kernels above)" if language == "cpp" else "Triton (the kernel above)"
             wrapper.append(f"</pre><details><summary>{len(folded)} lines of {what}</summary>"
                            f"<pre>{_esc(chr(10).join(folded))}</pre></details><pre>")
+            wrapper += [f'<span class="ln">{_esc(f) or " "}</span>' for f in shown]
             folded = None
         elif line.startswith("CPP_SOURCE = r'''") or re.match(r"^\w+ = load_module\(r'''$", line):
             folded, language = [], "cpp" if line.startswith("CPP_SOURCE") else "triton"

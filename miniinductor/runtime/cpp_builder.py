@@ -7,7 +7,8 @@ to a temporary name and moved into place with `os.replace`, which is atomic: two
 building the same kernel both succeed and neither can see a half-written file.
 
 Simplified: no precompiled header, no parallel build pool; one library per graph, so a
-graph costs one compiler run however many kernels it has.
+graph costs one compiler run however many kernels it has. A C++ wrapper (cpp_wrapper) is
+built the same way, with libtorch's C shim headers and libraries added (`load_cpp_wrapper`).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -74,12 +76,25 @@ def _explain_failure(stderr: str) -> str:
     return ""
 
 
-def build(source: str, cxx: str | None = None) -> Path:
-    """Compile `source` (prelude prepended) to a shared library; return its path."""
+@functools.lru_cache(maxsize=None)
+def libtorch_flags() -> tuple[list[str], list[str]]:
+    """(flags, libraries) for a C++ wrapper: the headers of libtorch's C shim and Python's,
+    and the libraries that define the shim (the ones this process already loaded)."""
+    from torch.utils.cpp_extension import include_paths, library_paths
+    libdir = library_paths()[0]
+    return ([f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"],
+            [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-ltorch_cpu", "-lc10"])
+
+
+def build(source: str, cxx: str | None = None, libtorch: bool = False) -> Path:
+    """Compile `source` (prelude prepended) to a shared library; return its path.
+    libtorch=True: against libtorch's C shim (a C++ wrapper)."""
     cxx = cxx or os.environ.get("CXX", "g++")
     full = PRELUDE + "\n" + source
     defines, libs = vector_math_flags()
     flags = FLAGS + defines
+    if libtorch:
+        flags, libs = flags + libtorch_flags()[0], libs + libtorch_flags()[1]
     key = hashlib.sha256("\0".join([full, " ".join(flags + libs), compiler_version(cxx)]).encode()).hexdigest()[:32]
     folder = cache_dir() / key[:2]
     folder.mkdir(parents=True, exist_ok=True)
@@ -117,3 +132,12 @@ def load_kernels(source: str, names: list[str] | dict[str, int], cxx: str | None
             fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int64] * sizes
         kernels[name] = fn
     return kernels
+
+
+def load_cpp_wrapper(source: str, cxx: str | None = None):
+    """Build (or fetch) a C++ wrapper's library and return its `call`: a function of one
+    Python list (the input handles' capsules) returning a list (the outputs'), run holding
+    the GIL (PyDLL), so that it may build Python objects and raise Python errors."""
+    fn = ctypes.PyDLL(str(build(source, cxx, libtorch=True))).call
+    fn.argtypes, fn.restype = [ctypes.py_object], ctypes.py_object
+    return fn

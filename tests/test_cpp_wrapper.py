@@ -1,0 +1,194 @@
+"""cpp_wrapper=True (codegen/cpp_wrapper.py): `call` generated in C++ and compiled with the
+C++ kernels. Every case is compared with eager (outputs, and gradients where it trains), and
+every graph it compiled must really have a C++ wrapper (no silent fall back to Python);
+what the C++ wrapper cannot do falls back with one log line, still correct.
+
+Tolerances: the conftest defaults (float32 1.3e-6 relative, 1e-5 absolute) -- the wrapper
+changes no arithmetic, the kernels and ATen calls are the ones the Python wrapper makes; the
+GPT-2 block uses test_training.py's 1e-4 (chains of reductions in another order).
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import re
+
+import pytest
+import torch
+from conftest import TEST_OPTIONS, check, compile_fn, input_gradients, randn
+
+import miniinductor
+from miniinductor.compile_fx import collect_compiled
+from miniinductor.models import MLP, GPT2Block
+
+pytestmark = pytest.mark.skipif(TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
+                                reason="the C++ wrapper calls C++ kernels")
+
+C_ENTRY = 'extern "C" PyObject* call(PyObject* handles)'
+
+
+def assert_cpp_wrappers(graphs, expected: int | None = None):
+    assert graphs and (expected is None or len(graphs) == expected), len(graphs)
+    for cg in graphs:
+        assert C_ENTRY in cg.wrapper_source, f"{cg.graph.name} got the Python wrapper"
+        assert "torch.ops." not in cg.wrapper_source.split("def call(args):")[1]   # ATen calls are in C++
+
+
+def pointwise(x, y):
+    return torch.relu(x * y + 1).sin()
+
+
+def reductions(x):
+    return x.sum(1), x.amax(0), torch.softmax(x, -1)
+
+
+def matmul_views(x, w):                  # mm of a strided view with an offset, views returned
+    return x[1:].t() @ w, x.t(), x[:, 2:]
+
+
+def topk_and_cat(x):                     # an extern op that returns a tuple (MultiOutputs)
+    values, indices = torch.topk(x, 3, dim=1)
+    return values * 2, indices, torch.cat([x, x.cos()], 1)
+
+
+def conv_relu(x, w, b):                  # aten.convolution: int lists through the shim
+    return torch.relu(torch.nn.functional.conv2d(x, w, b, stride=2, padding=1))
+
+
+CASES = {
+    "pointwise": (pointwise, lambda: (randn(8, 33), randn(8, 33))),
+    "reductions": (reductions, lambda: (randn(16, 40),)),
+    "matmul_views": (matmul_views, lambda: (randn(9, 6), randn(8, 5))),
+    "topk_and_cat": (topk_and_cat, lambda: (randn(6, 10),)),
+    "conv_relu": (conv_relu, lambda: (randn(2, 3, 9, 9), randn(4, 3, 3, 3), randn(4))),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_outputs_match_eager(name):
+    fn, make = CASES[name]
+    with collect_compiled() as graphs:
+        check(fn, *make(), compiled=compile_fn(fn, cpp_wrapper=True))
+    assert_cpp_wrappers(graphs, 1)
+
+
+@pytest.mark.parametrize("name", ["pointwise", "reductions", "matmul_views"])
+def test_gradients_match_eager(name):
+    fn, make = CASES[name]
+    args = [a.requires_grad_() for a in make()]
+    eager_args = [a.detach().clone().requires_grad_() for a in args]
+    with collect_compiled() as graphs:
+        actual = compile_fn(fn, cpp_wrapper=True)(*args)
+        _, grads = input_gradients(actual, args)     # the backward graph runs here
+    expected = fn(*eager_args)
+    torch.testing.assert_close(actual, expected)
+    _, expected_grads = input_gradients(expected, eager_args)
+    torch.testing.assert_close(grads, expected_grads)
+    assert_cpp_wrappers(graphs, 2)                   # forward and backward
+
+
+def training_step(module, x, rtol=1.3e-6, atol=1e-5):
+    """Forward + backward of `module` compiled with cpp_wrapper vs eager: outputs, the
+    input's and every parameter's gradient."""
+    reference = copy.deepcopy(module)
+    x_c, x_e = x.clone().requires_grad_(), x.clone().requires_grad_()
+    with collect_compiled() as graphs:
+        out = compile_fn(module, cpp_wrapper=True)(x_c)
+        grad_out = torch.randn_like(out)
+        out.backward(grad_out)
+    ref = reference(x_e)
+    ref.backward(grad_out)
+    torch.testing.assert_close(out, ref, rtol=rtol, atol=atol)
+    torch.testing.assert_close(x_c.grad, x_e.grad, rtol=rtol, atol=atol)
+    for (name, p), q in zip(module.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=rtol, atol=atol, msg=name)
+    assert_cpp_wrappers(graphs, 2)
+
+
+def test_mlp_training_step():
+    torch.manual_seed(0)
+    training_step(MLP([32, 64, 64, 10]), randn(5, 32))
+
+
+def test_gpt2_block_training_step():
+    torch.manual_seed(0)
+    training_step(GPT2Block(d_model=32, n_head=2, max_seq=16), randn(2, 16, 32), rtol=1e-4, atol=1e-4)
+
+
+def test_six_layer_mlp_inference_and_freezing():
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(6):
+        layers += [torch.nn.Linear(64, 64), torch.nn.ReLU()]
+    model, x = torch.nn.Sequential(*layers).eval(), randn(1, 64)
+    for freezing in (False, True):     # frozen: the weights are constants the wrapper passes in
+        torch._dynamo.reset()
+        with torch.no_grad(), collect_compiled() as graphs:
+            out = miniinductor.compile(model, cpp_wrapper=True, freezing=freezing)(x)
+            torch.testing.assert_close(out, model(x))
+        assert_cpp_wrappers(graphs, 1)
+
+
+def test_the_trace_and_explain_show_the_cpp_wrapper(tmp_path):
+    fn, make = CASES["matmul_views"]
+    with collect_compiled() as graphs:
+        compile_fn(fn, cpp_wrapper=True, trace=str(tmp_path))(*make())
+    traced = list(tmp_path.rglob("output_code.py"))
+    assert traced and C_ENTRY in traced[0].read_text()
+    assert "aoti_torch_cpu_mm_out" in traced[0].read_text()
+    assert C_ENTRY in graphs[0].wrapper_source
+
+
+@pytest.mark.parametrize("why, options", [
+    ("Triton kernels", {"cpu_backend": "triton"}),
+    ("symbolic sizes", {"dynamic": True}),
+])
+def test_unsupported_graphs_fall_back_with_one_line(why, options, caplog):
+    if options.get("cpu_backend") == "triton":
+        pytest.importorskip("triton")
+    x, y = randn(8, 33), randn(8, 33)
+    with caplog.at_level(logging.INFO, logger="miniinductor"), collect_compiled() as graphs:
+        out = miniinductor.compile(pointwise, cpp_wrapper=True, **options)(x, y)
+    torch.testing.assert_close(out, pointwise(x, y))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cpp_wrapper:")]
+    assert len(lines) == len(graphs) == 1 and why in lines[0], lines
+    assert C_ENTRY not in graphs[0].wrapper_source
+
+
+def test_extern_without_a_c_shim_falls_back(caplog):
+    def fn(x):        # linalg_inv_ex has no aoti_torch_cpu_ function
+        return torch.linalg.inv(x) + 1
+    x = randn(4, 4) + 4 * torch.eye(4)
+    with caplog.at_level(logging.INFO, logger="miniinductor"), collect_compiled() as graphs:
+        out = compile_fn(fn, cpp_wrapper=True)(x)
+    torch.testing.assert_close(out, fn(x))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cpp_wrapper:")]
+    assert len(lines) == len(graphs) == 1 and "aten.linalg_inv_ex.default has no C shim function" in lines[0]
+    assert C_ENTRY not in graphs[0].wrapper_source
+
+
+def test_schema_arguments_reach_the_shim():
+    def fn(x):        # sort.stable: an optional bool and kwargs; cumsum: an optional dtype
+        values, indices = torch.sort(x, dim=0, descending=True, stable=True)
+        return values.cumsum(1), indices
+    with collect_compiled() as graphs:
+        check(fn, randn(7, 5), compiled=compile_fn(fn, cpp_wrapper=True))
+    assert_cpp_wrappers(graphs, 1)
+    assert "aoti_torch_cpu_sort_stable(" in graphs[0].wrapper_source
+
+
+def test_the_report_shows_the_cpp_call(tmp_path):
+    fn, make = CASES["pointwise"]
+    result = miniinductor.explain(fn, *make(), cpp_wrapper=True)
+    html = result.write_report(tmp_path / "report.html").read_text()
+    visible = re.sub(r"<details>.*?</details>", "", html, flags=re.S)   # folded: the kernels only
+    assert re.search(r"extern (&quot;|&#x27;|\")C(&quot;|&#x27;|\") PyObject\* call", visible)
+
+
+def test_debug_accuracy_under_cpp_wrapper():
+    # it records every buffer through a Python wrapper of the same plan; the run it judges
+    # is the C++ one
+    fn, make = CASES["reductions"]
+    report = miniinductor.debug_accuracy(fn, *make(), backward=False, cpp_wrapper=True)
+    assert report.outputs_agree and report.culprit is None and report.checks
+    assert all(C_ENTRY in cg.wrapper_source for cg in report.graphs)
