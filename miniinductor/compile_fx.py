@@ -56,7 +56,7 @@ from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
-from .lowering import GraphLowering, addmm_activation, split_reductions, unfuse_addmm
+from .lowering import GraphLowering, addmm_activation, note_unused_tma, split_reductions, unfuse_addmm
 from .lowering.graph import graph_device
 from .runtime.cpp_builder import write_source
 from .runtime.cudagraphs import cudagraphify
@@ -93,6 +93,7 @@ class CompiledGraph:
 def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> GraphLowering:
     """The ATen graph as loop IR buffers, with lowering's passes run."""
     policy = policy_for(graph_device(gm, example_inputs), config)
+    note_unused_tma(policy, config)
     unfuse_addmm(gm, policy, config)
     addmm_activation(gm, config)
     graph = GraphLowering(gm, example_inputs, config, name, policy).run()   # + realize_where_demanded per node
@@ -346,7 +347,13 @@ def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm
     for hook in after_compile:
         hook(compiled, config)
     call = compiled.__call__   # through the instance: debug tools may swap compiled.call
-    if config.cudagraphs:
+    cpu_inputs = [n for n, b in compiled.graph.graph_inputs.items() if b.get_device().type == "cpu"
+                  and n in compiled.graph.graph_input_names]
+    if config.cudagraphs and compiled.graph.current_device().type == "cuda" and cpu_inputs:
+        # a replay reads nothing from (and writes nothing into) CPU memory: Adam's step counts
+        # would stop advancing (Inductor skips such graphs too)
+        log.info("cudagraphs: %s is not recorded: it takes CPU tensors (%s)", name, ", ".join(cpu_inputs))
+    elif config.cudagraphs:
         if compiled.graph.current_device().type == "cuda":
             targets = set(compiled.graph.mutations.values())
             call = cudagraphify(call, [k for k, n in enumerate(compiled.graph.graph_input_names) if n in targets])

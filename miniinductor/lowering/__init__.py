@@ -4,6 +4,6 @@ lowering table: one module per family of ops. Its passes around `GraphLowering.r
 (after, on the loop IR)."""
 from . import pointwise, pooling, reductions, views  # noqa: F401  (register lowerings)
 from .graph import GraphLowering  # noqa: F401
-from .matmul import addmm_activation, unfuse_addmm  # noqa: F401
+from .matmul import addmm_activation, note_unused_tma, unfuse_addmm  # noqa: F401
 from .reductions import split_reductions  # noqa: F401
 from .registry import find_lowering, lowerings  # noqa: F401

@@ -28,6 +28,7 @@ the same way (the product rounded to float16/bfloat16 first, as unfuse_addmm's a
 """
 from __future__ import annotations
 
+import logging
 import operator
 
 import torch
@@ -43,6 +44,13 @@ from .pointwise import KIND, make_pointwise, promote
 from .registry import aten, register_lowering
 
 log = get_logger("autotune")
+
+
+def note_unused_tma(policy: BackendPolicy, config: Config):
+    """One info line when enable_persistent_tma_matmul meets a backend without GEMM templates."""
+    if config.max_autotune and config.enable_persistent_tma_matmul and not policy.gemm_templates:
+        logging.getLogger("miniinductor").info("enable_persistent_tma_matmul ignored: the C++ backend has no GEMM "
+                                               "templates (they are Triton: a GPU, or cpu_backend='triton')")
 
 #: ops that only re-view their input: look through them to the real readers
 VIEW_LIKE = {operator.getitem, aten._unsafe_view.default, aten.reshape.default}

@@ -237,6 +237,8 @@ def copy_(dst, src, non_blocking=False):
     target = unwrap_buffer(dst)
     if not isinstance(target, InputBuffer) or target.get_name() not in V.graph.mutated_inputs:
         raise NotImplementedError("copy_ into a value that is not a graph input")  # → ATen
+    if target.get_device() != V.graph.current_device():   # (Adam's step count: a CPU scalar in a CUDA graph)
+        raise NotImplementedError(f"copy_ into an input on {target.get_device()}, not the graph's device")  # → ATen
     return V.graph.mutate_input(target, copy(dst, src))
 
 
