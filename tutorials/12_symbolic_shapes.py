@@ -9,7 +9,7 @@
 #   records what the compiled code relies on as **guards**;
 # * what a **generic kernel** looks like: the C++ loop bounds and indices are expressions
 #   of the symbols, which arrive as `int64_t` arguments that the wrapper reads from the
-#   inputs on every call (and, where a GPU or Triton is used, the same in Triton);
+#   inputs on every call -- in C++ and in Triton;
 # * what a **recompile** looks like: a guard fails, Dynamo hands over the graph again;
 # * how much a generic kernel pays for not knowing its sizes (a benchmark at the end).
 #
@@ -132,6 +132,26 @@ assert re.search(rf"< {batch};", ln_kernel.source)   # the loop over rows runs t
 call = cg.wrapper_source[cg.wrapper_source.index("def call(args):"):]
 print(call)
 assert f"{batch} = " in call and re.search(rf"empty_strided_cpu\(\({batch}, ", call)
+
+# %% [markdown]
+# The same graph as Triton (`cpu_backend="triton"`: Triton's interpreter on the CPU; on a
+# GPU it is what runs). The size arrives as an int argument that Triton is told not to
+# specialise on (`do_not_specialize`: one compiled binary for every size), the number of
+# rows `xnumel` is computed from it, and the launcher works out the grid -- how many
+# programs of `XBLOCK` rows -- at every call: `grid=(cdiv(xnumel, XBLOCK),)`.
+
+# %%
+torch._dynamo.reset()
+with collect_compiled() as graphs, torch.no_grad():
+    compiled_triton = miniinductor.compile(model, dynamic=True, cpu_backend="triton")
+    for n in (5, 9):
+        x = torch.randn(n, 32)
+        torch.testing.assert_close(compiled_triton(x), model(x), rtol=1e-4, atol=1e-5)
+(triton_graph,) = graphs   # one compile for both sizes
+print("Triton kernels:", list(triton_graph.kernels))   # (Linear's bias add and GELU are kernels of their own here)
+source = next(k.source for name, k in triton_graph.kernels.items() if "rsqrt" in name)   # the layer norm
+print(source[source.index("@triton.jit"):])
+assert "do_not_specialize" in source and "grid=(cdiv(xnumel" in source
 
 # %% [markdown]
 # ## 4. The default, `dynamic=None`: automatic dynamic
