@@ -218,3 +218,5 @@ with torch.no_grad():
 t_static, t_dynamic, t_eager = per_call_ms(static_fn, x), per_call_ms(dynamic_fn, x), per_call_ms(model, x)
 print(f"batch 64: eager {t_eager:.3f} ms, static {t_static:.3f} ms, dynamic {t_dynamic:.3f} ms "
       f"(dynamic/static {t_dynamic / t_static:.2f})")
+
+print("tutorial 12 done")

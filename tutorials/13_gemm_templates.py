@@ -182,3 +182,5 @@ if HAS_GPU:
 else:
     print("no GPU: timings skipped (the interpreter's would mean nothing)")
 assert re.search(r"tl\.dot", kernel.source)
+
+print("tutorial 13 done")
