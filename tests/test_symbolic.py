@@ -243,3 +243,14 @@ def test_ops_compile_once(case):
     for n in (7, 10, 13):
         check(fn, *make_inputs(n), compiled=compiled, rtol=1e-4, atol=1e-4)
     assert metrics().specializations == 0 and metrics().graphs_compiled == 1
+
+
+def test_float_of_sizes_compiles_per_shape_not_wrong():
+    """`interpolate(size=n)` computes the scale 4 / n, a float of the sizes: printed as a C++
+    expression it became integer division (a silently wrong result, found by the dynamic
+    OpInfo sweep); such a graph is compiled per shape instead."""
+    fn = lambda x, n: F.interpolate(x, size=n, mode="nearest") * 2   # noqa: E731
+    compiled = compile_(fn, dynamic=None)
+    x = randn(2, 3, 4)
+    for n in (3, 5, 7, 5):
+        torch.testing.assert_close(compiled(x, n), fn(x, n), rtol=0, atol=0)

@@ -284,7 +284,9 @@ class GraphLowering(torch.fx.Interpreter):
         if target is torch.ops.aten._assert_scalar.default:
             return None   # Dynamo's check of a data-dependent size's range (u0 >= 0): no code
         if getattr(target, "__module__", None) == "_operator" and all(isinstance(a, (int, sympy.Basic)) for a in args):
-            return as_expr(target(*map(sympy.sympify, args)))   # size arithmetic: an expression of the sizes
+            if isinstance(self._node.meta.get("val"), torch.SymFloat):   # 4 / s0 would print as C++'s int division
+                raise SymbolicUnsupported(f"{target.__name__} of sizes is a float ({self._node.meta['val']})")
+            return as_expr(target(*map(sympy.sympify, args)))   # size arithmetic (ints, comparisons)
         lowering = find_lowering(target)
         reason = self._unsupported_reason(target, args, lowering)
         created = len(self.buffers)
