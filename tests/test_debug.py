@@ -11,6 +11,7 @@ import re
 import runpy
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
@@ -212,6 +213,18 @@ def test_dot_not_runnable_falls_back(gpt2, tmp_path, monkeypatch):
     result = fg.render_fusion_graph(gpt2.graphs[0], tmp_path, quiet=True)
     assert result.dot.is_file() and result.svg is None
     assert "apt-get install graphviz" in result.message
+
+
+def test_graphviz_package_missing_trace_still_written(gpt2, tmp_path, monkeypatch, capsys):
+    """Without the graphviz Python package (found so on a GPU machine) a trace folder is
+    still written, minus the drawing, and the message says what to install."""
+    monkeypatch.setitem(sys.modules, "graphviz", None)   # `import graphviz` raises ImportError
+    result = fg.render_fusion_graph(gpt2.graphs[0], tmp_path / "g")
+    assert result.dot is None and not result.ok and "pip install graphviz" in result.message
+    folder = write_trace(gpt2.graphs[0], tmp_path / "trace")
+    assert (folder / "output_code.py").is_file() and not (folder / "fusion_graph.dot").exists()
+    assert "pip install graphviz" in (folder / "report.html").read_text()
+    capsys.readouterr()
 
 
 # --------------------------------------------------------------------------- report

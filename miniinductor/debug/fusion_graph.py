@@ -191,6 +191,10 @@ def dot_available() -> bool:
     return shutil.which("dot") is not None
 
 
+MISSING_PACKAGE = ("the graphviz Python package is not installed, so no fusion graph was written "
+                   "(pip install graphviz; drawing it also needs graphviz's `dot` program)")
+
+
 def missing_dot_message(dot_path: Path | str, svg_path: Path | str | None = None) -> str:
     dot_path = Path(dot_path)
     svg = svg_path or dot_path.with_suffix(".svg")
@@ -200,7 +204,7 @@ def missing_dot_message(dot_path: Path | str, svg_path: Path | str | None = None
 
 @dataclasses.dataclass
 class RenderedGraph:
-    dot: Path                       # always written
+    dot: Path | None                # written unless the graphviz Python package is missing
     svg: Path | None = None         # None when `dot` is missing
     png: Path | None = None
     message: str | None = None      # why something was not rendered, and how to fix it
@@ -226,7 +230,13 @@ def render_fusion_graph(cg_or_graph, folder, name: str = "fusion_graph", formats
     G = cg_or_graph if isinstance(cg_or_graph, nx.DiGraph) else build_fusion_graph(cg_or_graph)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    dot = to_dot(G, anchor_prefix)
+    try:
+        dot = to_dot(G, anchor_prefix)
+    except ImportError:   # a compile with a trace folder must not fail for want of a drawing
+        result = RenderedGraph(None, message=MISSING_PACKAGE)
+        if not quiet:
+            _warn_once(result.message)
+        return result
     result = RenderedGraph(folder / f"{name}.dot")
     result.dot.write_text(dot.source)
     if not dot_available():
@@ -250,7 +260,10 @@ def render_fusion_graph(cg_or_graph, folder, name: str = "fusion_graph", formats
 def fusion_graph_svg(cg_or_graph, anchor_prefix: str | None = None) -> tuple[str | None, str]:
     """(SVG text for inlining, DOT source); the SVG is None when `dot` is missing."""
     G = cg_or_graph if isinstance(cg_or_graph, nx.DiGraph) else build_fusion_graph(cg_or_graph)
-    dot = to_dot(G, anchor_prefix)
+    try:
+        dot = to_dot(G, anchor_prefix)
+    except ImportError:
+        return None, f"// {MISSING_PACKAGE}"
     if not dot_available():
         return None, dot.source
     import graphviz  # optional: only drawing needs it
