@@ -3,6 +3,8 @@
     python benchmarks/gemm_gpu.py [--mode max-autotune-no-cudagraphs] [--out gemm.json]
     python benchmarks/gemm_gpu.py --smoke        # CPU, tiny sizes, Triton's interpreter
     python benchmarks/gemm_gpu.py --only MLP --tma   # the MLPs, with persistent/TMA templates too
+    MINIINDUCTOR_LOGS=autotune python benchmarks/gemm_gpu.py --only MLP --profile
+                                                     # + GPU ms of each kernel, and the autotune tables
 
 Workloads: an MLP on a 4096x1024 batch (Linear 1024->4096, GELU, Linear 4096->1024) in
 float32 and bfloat16, and a GPT-2 block forward (B=8, T=512, d=768). For each: GPU ms per
@@ -12,6 +14,9 @@ included, cold caches: fresh cache folders per process). Then ours with
 `max_autotune_gemm_backends="TRITON"`: every matmul from a template (the table says how
 many ATen matmuls are left: 0 expected) against eager's cuBLAS.
 
+`--profile` adds, per workload, each kernel's GPU time per call (torch.profiler) for eager
+and for ours in both settings: the template kernels with their fused epilogues (or, where the
+epilogue benchmark split them, the bare templates and the epilogue kernels) beside cuBLAS's.
 The autotuner's tables are printed with MINIINDUCTOR_LOGS=autotune. `--smoke` runs the
 same code on the CPU at tiny sizes (cpu_backend="triton" under TRITON_INTERPRET=1,
 wall-clock timing, no Inductor) to check that the script works, not to measure anything.
@@ -71,6 +76,31 @@ def time_ms(fn, x, smoke: bool) -> float:
         return do_bench(lambda: fn(x), warmup=25, rep=200)
 
 
+def kernel_times(fn, x, smoke: bool, calls: int = 10) -> dict:
+    """{kernel: ms per call of fn(x)} from torch.profiler, slowest first: the GPU's kernels
+    (a Triton kernel under its name, cuBLAS's under theirs); with --smoke the CPU's ops
+    (interpreted kernels show as the torch ops they run), to check that the code runs."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    with torch.no_grad():
+        fn(x)
+        with profile(activities=[ProfilerActivity.CPU if smoke else ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn(x)
+            if not smoke:
+                torch.cuda.synchronize()
+    times = {e.key: (e.self_cpu_time_total if smoke else e.self_device_time_total) / calls / 1e3
+             for e in prof.key_averages() if smoke or e.device_type == DeviceType.CUDA}
+    return dict(sorted(((k, ms) for k, ms in times.items() if ms > 0), key=lambda kv: -kv[1])[:12])
+
+
+def print_kernel_times(row: dict):
+    for label in ("eager", "ours", "triton_only", "tma"):
+        if f"{label}_profile" in row:
+            print(f"  {row['workload']}, {label}: ms per call of each kernel")
+            print("\n".join(f"    {ms:9.4f}  {name[:100]}" for name, ms in row[f"{label}_profile"].items()), flush=True)
+
+
 def first_call(make, x, smoke: bool, reference=None):
     """(the compiled function, seconds its first call took, the graphs we compiled). With
     `reference` (eager's output), the first call's output must match it: relative error
@@ -92,34 +122,43 @@ def first_call(make, x, smoke: bool, reference=None):
     return fn, seconds, graphs
 
 
-def run(smoke: bool, mode: str, only: str = "", tma: bool = False) -> list[dict]:
+def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool = False) -> list[dict]:
     ours_options = {"cpu_backend": "triton"} if smoke else {}
     rows = []
     for name, (module, x) in workloads(smoke).items():
         if only and only.lower() not in name.lower():
             continue
         row = {"workload": name, "eager_ms": time_ms(module, x, smoke)}
+        if profile:
+            row["eager_profile"] = kernel_times(module, x, smoke)
         with torch.no_grad():
             reference = module(x)
         ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
                                                     x, smoke, reference)
         row["ours_ms"] = time_ms(ours, x, smoke)
+        if profile:
+            row["ours_profile"] = kernel_times(ours, x, smoke)
         if not smoke:
             inductor, row["inductor_compile_s"], _ = first_call(lambda: torch.compile(module, mode=mode), x, smoke)
             row["inductor_ms"] = time_ms(inductor, x, smoke)
         triton_only, _, graphs = first_call(lambda: miniinductor.compile(
             module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference)
         row["triton_only_ms"] = time_ms(triton_only, x, smoke)
+        if profile:
+            row["triton_only_profile"] = kernel_times(triton_only, x, smoke)
         row["aten_matmuls_left"] = sum(g.wrapper_source.count(op) for g in graphs for op in ATEN_MATMULS)
         if tma:   # every matmul from a template, persistent ones (TMA on 9.0+) among the choices
             tma_fn, _, graphs = first_call(lambda: miniinductor.compile(
                 module, mode=mode, max_autotune_gemm_backends="TRITON", enable_persistent_tma_matmul=True,
                 **ours_options), x, smoke, reference)
             row["tma_ms"] = time_ms(tma_fn, x, smoke)
+            if profile:
+                row["tma_profile"] = kernel_times(tma_fn, x, smoke)
             sources = "".join(k.source for g in graphs for k in g.kernels.values())
             row["tma_kernels"] = sources.count("tl.make_tensor_descriptor") // 2
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if not k.endswith("_profile")}), flush=True)
+        print_kernel_times(row)
     return rows
 
 
@@ -149,11 +188,13 @@ def main():
     parser.add_argument("--only", default="", help="only the workloads whose name contains this (e.g. MLP)")
     parser.add_argument("--tma", action="store_true",
                         help="also ours with TRITON only + enable_persistent_tma_matmul (persistent/TMA templates)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also each kernel's GPU time per call (torch.profiler): fused vs bare templates")
     args = parser.parse_args()
     if not args.smoke and not torch.cuda.is_available():
         parser.error("needs a GPU (or --smoke)")
     torch.backends.cuda.matmul.allow_tf32 = False   # IEEE float32 for eager, Inductor and ours alike
-    rows = run(args.smoke, args.mode, args.only, args.tma)
+    rows = run(args.smoke, args.mode, args.only, args.tma, args.profile)
     device = "CPU (smoke, interpreted)" if args.smoke else torch.cuda.get_device_name()
     print(markdown(rows, device, args.mode))
     if args.out:

@@ -19,6 +19,9 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      combine_kernels       independent pointwise kernels → combo kernels
                                            (combo_kernels; scheduler/combo.py)
                      order                 the kernels in a topological order
+    benchmark_epilogue_fusion              max_autotune on a GPU: each GEMM template's fused kernel
+                                           timed per tile config against the template + its epilogue
+                                           apart; the faster kept (codegen/epilogue_tuning.py)
     generate_kernels                       one C++ or Triton kernel per fused group (codegen/; a group
                                            holding a GEMM template: codegen/triton_template.py;
                                            a combo's parts in one kernel: codegen/combo.py):
@@ -49,6 +52,7 @@ from .capture import capture
 from .codegen.combo import COMBO_KERNELS
 from .codegen.cpp import CppKernel
 from .codegen.cpp_wrapper import CppWrapperCodeGen, CppWrapperUnsupported
+from .codegen.epilogue_tuning import benchmark_epilogue_fusion
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
 from .codegen.triton_template import kernel_for_template_group
@@ -132,12 +136,13 @@ KERNELS = {
 }
 
 
-def generate_kernel(group, scheduler, config: Config, backend: str, graph=None):
+def generate_kernel(group, scheduler, config: Config, backend: str, graph=None, removed=None):
     """The kernel of one fused group, its code generated. (`graph`: decide in-place writes
-    where the backend writes in place.)"""
+    where the backend writes in place; `removed`: the buffers kept in registers, for a group
+    the schedule does not hold, else `removable_buffers`.)"""
     make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
     kernel = make(group, config)
-    kernel.removed = removable_buffers(group, scheduler, kernel)
+    kernel.removed = removable_buffers(group, scheduler, kernel) if removed is None else set(removed)
     # a mutation writes through its input's pointer; where the backend writes in place, so may
     # an output over a dying input
     inplace = {n: scheduler.mutations[n] for n in group.get_names() if n in scheduler.mutations}
@@ -199,6 +204,10 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name
     graph = lower(gm, example_inputs, config, name)
     with V.set_graph_handler(graph):
         scheduler = schedule(graph, config)
+        if config.max_autotune and graph.policy.gemm_templates:
+            benchmark_epilogue_fusion(scheduler, lambda group, index, removed=None: generate_kernel(
+                group, scheduler, config, graph.policy.name, graph if removed is None else None, removed).record(
+                group, index))
         kernels = generate_kernels(graph, scheduler, config)
         wrapper, plan, wrapper_source = generate_wrapper(graph, scheduler, kernels, config)
     module, path = load_wrapper(wrapper_source)

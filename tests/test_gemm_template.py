@@ -20,6 +20,7 @@ Tolerances, against eager's result in the same dtype:
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 import pytest
@@ -30,11 +31,13 @@ pytest.importorskip("triton")
 
 import miniinductor  # noqa: E402
 from miniinductor import config as config_module  # noqa: E402
-from miniinductor.codegen.triton_template import Gemm, coordinate_descent  # noqa: E402
-from miniinductor.compile_fx import collect_compiled  # noqa: E402
+from miniinductor.codegen import epilogue_tuning  # noqa: E402
+from miniinductor.codegen.triton_template import Gemm, config_text, coordinate_descent  # noqa: E402
+from miniinductor.compile_fx import collect_compiled, generate_kernel  # noqa: E402
 from miniinductor.config import Config, list_options  # noqa: E402
 from miniinductor.runtime import helpers  # noqa: E402
 from miniinductor.runtime.triton_runtime import AutotuneCache  # noqa: E402
+from miniinductor.virtualized import V  # noqa: E402
 
 TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3.2e-2}
 TRITON_ONLY = {"cpu_backend": "triton", "max_autotune": True, "max_autotune_gemm_backends": "TRITON"}
@@ -178,6 +181,85 @@ def test_linear_gelu_gradients_in_training():
     for got, expected in zip(grads, [p.grad for p in model.parameters()]):
         check(got, expected, torch.float32)
     assert len(graphs) == 2 and aten_matmuls(graphs) == []
+
+
+# ------------------------------------------------------------------ benchmarking the epilogue
+def linear_gelu_residual(x, w, b, r):
+    return torch.nn.functional.gelu(x @ w + b) * r
+
+
+def linear_gelu_inputs():
+    """Fresh random inputs of distinct shapes (a graph input is found by its shape)."""
+    return randn(37, 20), randn(20, 45), randn(45), randn(37, 45)
+
+
+def template_group(graph):
+    return next(g for g in graph.scheduler.schedule if any(getattr(n, "is_template", False) for n in g.nodes))
+
+
+def test_every_config_of_the_fused_kernel_matches_eager():
+    """The code the epilogue benchmark times on a GPU: the template + epilogue kernel generated
+    once per config of the bare table (the persistent ones too), each run here under the
+    interpreter on fresh random inputs, its output NaN first, and compared with eager."""
+    _, _, (graph,) = run(linear_gelu_residual, *linear_gelu_inputs(), **PERSISTENT)
+    group = template_group(graph)
+    configs = [config for _, config in group.nodes[0].node.timings]   # (untimed on the CPU: every config)
+    assert len(configs) >= 6 and any(c.get("persistent") for c in configs)
+    with V.set_graph_handler(graph.graph):
+        variants = epilogue_tuning.fused_variants(group, lambda g: generate_kernel(
+            g, graph.scheduler, graph.graph.config, "triton", graph.graph).record(g, 0), configs)
+        for config, kernel in variants:
+            assert config_text(config) in kernel.source
+            inputs = linear_gelu_inputs()
+            given = {name: next(t for t in inputs if list(t.shape) == list(buf.get_size()))
+                     for name, buf in graph.graph.graph_inputs.items()}
+            args = epilogue_tuning.kernel_arguments(kernel, given)
+            (out,) = [a for name, a in zip(kernel.args, args) if name in kernel.buffers]
+            assert out.isnan().all()
+            getattr(epilogue_tuning.load_kernel(kernel, torch.device("cpu")), f"launch_{kernel.name}")(*args)
+            check(out, linear_gelu_residual(*inputs), torch.float32)
+
+
+def scripted_timer(times, calls):
+    """A stand-in for the GPU's timer: runs the kernel once (the interpreter), then says it
+    took the next of `times` ms. The pass times, in order: the template alone (nothing is in
+    the bare table under the interpreter), the epilogue as a kernel, then each fused config."""
+    def timer(fn):
+        fn()
+        calls.append(fn)
+        return times[len(calls) - 1] if len(calls) <= len(times) else times[-1]
+    return lambda device: timer
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIINDUCTOR_CACHE_DIR", str(tmp_path))
+
+
+def test_epilogue_benchmark_keeps_the_fastest_fused_config(monkeypatch, fresh_cache):
+    """Fused configs timed 3, 1, 2... ms against 0.5 + 0.6 apart: fused, with the second config."""
+    calls = []
+    monkeypatch.setattr(epilogue_tuning, "timer_for", scripted_timer([0.5, 0.6, 3.0, 1.0, 2.0], calls))
+    out, expected, (graph,) = run(linear_gelu_residual, *linear_gelu_inputs())
+    check(out, expected, torch.float32)
+    (kernel,) = graph.kernels.values()
+    configs = [config for _, config in template_group(graph).nodes[0].node.timings]
+    assert len(calls) == 2 + len(configs) and config_text(configs[1]) in kernel.source
+
+
+def test_epilogue_benchmark_splits_a_slower_fusion(monkeypatch, fresh_cache):
+    """Every fused config slower than the template and its epilogue apart: two kernels, the
+    decision recorded with its times; a second compile takes the verdict from the cache."""
+    for times in ([1.0, 1.0, 5.0], [math.nan]):   # (the second: nothing may be timed)
+        calls = []
+        monkeypatch.setattr(epilogue_tuning, "timer_for", scripted_timer(times, calls))
+        out, expected, (graph,) = run(linear_gelu_residual, *linear_gelu_inputs())
+        check(out, expected, torch.float32)
+        assert [name.split("_fused_")[0] for name in graph.kernels] == ["triton_tem", "triton_poi"]
+        assert aten_matmuls([graph]) == []
+        (decision,) = [d for d in graph.scheduler.decisions if not d.fused]
+        assert decision.reason.startswith("benchmarked: the fused kernel takes 5 ms at best")
+    assert calls == []
 
 
 # ------------------------------------------------------------------ persistent and TMA templates

@@ -20,7 +20,9 @@ The autotuner (`select_gemm`, called by lowering/matmul.py): on the GPU, ATen an
 template config are timed on random operands of the real shapes and strides, optionally
 followed by a coordinate descent from the fastest config; the table is logged under
 `autotune` and the winner kept on disk (runtime/triton_runtime.py, `AutotuneCache`).
-Under the interpreter nothing is timed: the first template config is taken.
+Under the interpreter nothing is timed: the first template config is taken. These are the
+bare templates; once fused, a template is timed again with its epilogue, per config, and
+kept apart from it where that is faster (codegen/epilogue_tuning.py).
 
 Precision as eager: float32 operands multiply in IEEE float32 unless
 `torch.backends.cuda.matmul.allow_tf32` (read at compile time) asks for TF32; float16 and
@@ -36,8 +38,8 @@ tile, out-of-bounds elements read as 0), elsewhere through the same masked loads
 ordinary template. The persistent configs join the autotuner's choices ahead of the others.
 
 Leaves out: split-K, prologue fusion, warp specialisation, dynamic shapes (sizes
-and strides are literals), benchmarking the epilogue-fused kernels (the bare templates are
-timed), and int64 indexing (an operand of 2**31 elements or more takes no template).
+and strides are literals), and int64 indexing (an operand of 2**31 elements or more takes
+no template).
 """
 from __future__ import annotations
 
@@ -349,9 +351,19 @@ def _operand_tensor(layout: Layout) -> torch.Tensor:
     return storage.as_strided(layout.size, layout.stride, layout.offset)
 
 
+@dataclasses.dataclass
+class GemmSelection:
+    """The autotuner's answer: the winning template config (None: ATen) and the table it came
+    from, `[ms, choice]` pairs fastest first (a choice is a config or "ATEN"; ms None where
+    nothing was timed: every config, in order). The epilogue benchmark starts from the table
+    (codegen/epilogue_tuning.py)."""
+    config: dict | None
+    timings: list
+
+
 def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: torch.device,
-                descend: bool = False, persistent: str | None = None) -> dict | None:
-    """The autotuner: the winning template config, or None for ATen. Choices: ATen (when
+                descend: bool = False, persistent: str | None = None) -> GemmSelection:
+    """The autotuner: the winning template config (None: ATen) and its table. Choices: ATen (when
     in `backends`) and `gemm_configs(g)` (when TRITON is), and before those, with
     `persistent` ("tma" or "plain"), the persistent form of each. On the GPU each is timed on
     random operands of the real shapes and strides, then (`descend`: the option
@@ -363,19 +375,19 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
     configs = (gemm_configs(g, persistent, programs) if persistent else []) + gemm_configs(g) \
         if "TRITON" in backends else []
     if not configs:
-        return None
+        return GemmSelection(None, [])
     if persistent == "tma" and device.type == "cuda":
         set_tma_allocator()
     if device.type != "cuda":
         log.info("AUTOTUNE %s on the CPU (Triton's interpreter): timings mean nothing there, so nothing is "
                  "timed%s; took the first template config (%s)", g, " (nor coordinate descent)" * descend,
                  config_text(configs[0]))
-        return configs[0]
+        return GemmSelection(configs[0], [[None, c] for c in configs])
     key = json.dumps([str(g), g.a_stride, g.b_stride, g.a_offset, g.b_offset, torch.cuda.get_device_name(device),
                       allow_tf32, backends, configs, descend])
     cache = AutotuneCache(key)
-    if cache.get() is not None:
-        return None if cache.get() == "ATEN" else cache.get()
+    if (winner := cache.get()) is not None:
+        return GemmSelection(None if winner == "ATEN" else winner, cache.timings())
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     start = time.perf_counter()
     timings = {}   # name → (ms, config or "ATEN")
@@ -407,8 +419,9 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
     log.info("AUTOTUNE %s\n%s\nAUTOTUNE benchmarking took %.2f s", g,
              "\n".join(f"  {name:70s} {ms:.4f} ms {100 * best / ms:5.1f}%" for ms, name, _ in ranked),
              time.perf_counter() - start)
-    cache.put(ranked[0][2])
-    return None if ranked[0][2] == "ATEN" else ranked[0][2]
+    table = [[ms, choice] for ms, _, choice in ranked]
+    cache.put(ranked[0][2], table)
+    return GemmSelection(None if ranked[0][2] == "ATEN" else ranked[0][2], table)
 
 
 #: what coordinate descent varies, and within which bounds

@@ -266,11 +266,14 @@ class TemplateBuffer(Buffer):
     A @ B` (batched for bmm), its output contiguous, its pointwise readers fused into the
     template's store by the scheduler. `inputs` are the operands, buffers or strided views
     of them, read whole; `config` the tile the autotuner picked (BLOCK_M, BLOCK_N, BLOCK_K,
-    GROUP_M, num_warps, num_stages) and `allow_tf32`. Mirrors `ir.TritonTemplateBuffer`."""
+    GROUP_M, num_warps, num_stages) and `allow_tf32`; `timings` the autotuner's table of the
+    bare choices (`[ms, config or "ATEN"]`, fastest first), where the epilogue benchmark
+    starts (codegen/epilogue_tuning.py). Mirrors `ir.TritonTemplateBuffer`."""
 
-    def __init__(self, name, layout, inputs, config: dict, origins=()):
+    def __init__(self, name, layout, inputs, config: dict, origins=(), timings=()):
         super().__init__(name, layout)
         self.inputs, self.config, self.origins = list(inputs), dict(config), list(origins)
+        self.timings = list(timings)
         # what computes the same value in ATen, as an ExternKernel's (the IR interpreter runs it)
         self.op, self.args, self.kwargs = torch.matmul, self.inputs, {}
 

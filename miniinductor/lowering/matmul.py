@@ -167,14 +167,15 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
                 "to let ATen compute the matmuls the template cannot.")
         return None, f"max_autotune: {problem}"
     allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-    tile = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device(), config.coordinate_descent_tuning,
-                       persistent_kind(gemm, graph.current_device()) if config.enable_persistent_tma_matmul else None)
-    if tile is None:
+    selection = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device(),
+                            config.coordinate_descent_tuning,
+                            persistent_kind(gemm, graph.current_device()) if config.enable_persistent_tma_matmul else None)
+    if selection.config is None:
         return None, "max_autotune picked ATen"
     size = [gemm.B, gemm.M, gemm.N] if gemm.op == "bmm" else [gemm.M, gemm.N]
     layout = Layout(layouts[0].device, gemm.dtype, size, contiguous_strides(size))
-    return graph.register_buffer(TemplateBuffer(None, layout, [a, b], {**tile, "allow_tf32": allow_tf32},
-                                                origins=[graph.current_node_name()])), ""
+    return graph.register_buffer(TemplateBuffer(None, layout, [a, b], {**selection.config, "allow_tf32": allow_tf32},
+                                                origins=[graph.current_node_name()], timings=selection.timings)), ""
 
 
 @register_lowering(aten.mm, aten.bmm)

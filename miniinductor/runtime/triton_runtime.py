@@ -4,7 +4,8 @@ Mirrors, in small, `torch/_inductor/runtime/triton_helpers.py` (the @triton.jit 
 kernels call, and the `libdevice` import that works across Triton versions),
 `runtime/triton_heuristics.py` (timing block-size candidates, the launcher; the block-size
 rules themselves are the backend policy's, codegen/policy.py), the autotuning cache
-(`AutotuneCache`, for the GEMM templates' winners: codegen/triton_template.py)
+(`AutotuneCache`, for the GEMM templates' winners and their epilogue verdicts:
+codegen/triton_template.py, codegen/epilogue_tuning.py)
 and `codecache.py`'s PyCodeCache (write a module to disk and import it: `@triton.jit`
 reads its function's source with `inspect`, which a string passed to `exec` does not have).
 
@@ -85,16 +86,23 @@ class AutotuneCache:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json"
 
+    def _entry(self) -> dict:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
     def get(self):
         """The stored winner, or None."""
-        try:
-            return json.loads(self.path.read_text())["winner"]
-        except (OSError, ValueError, KeyError):
-            return None
+        return self._entry().get("winner")
 
-    def put(self, winner):
+    def timings(self) -> list:
+        """The stored table: [ms, choice] pairs, fastest first ([] if none was stored)."""
+        return self._entry().get("timings", [])
+
+    def put(self, winner, timings=()):
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"winner": winner}))
+        tmp.write_text(json.dumps({"winner": winner, "timings": list(timings)}))
         os.replace(tmp, self.path)   # atomic: a reader never sees half a file
 
 

@@ -340,6 +340,22 @@ class Scheduler:
             self.merge(row, col, row.R, row.Q).transposed = frozenset(col.get_names())
             taken |= {id(row), id(col)}
 
+    def unfuse_template(self, group, reason: str) -> tuple:
+        """Split a GEMM template's group into the template alone and its epilogue, a kernel of
+        its own over the group's loops (a benchmark found the fused kernel slower:
+        codegen/epilogue_tuning.py); record the decision and order the schedule again."""
+        template = FusedGroup([n for n in group.nodes if n.is_template])
+        epilogue = FusedGroup([n for n in group.nodes if not n.is_template], group.R, [])
+        k = self.groups.index(group)
+        self.groups[k:k + 1] = [template, epilogue]
+        order = self.original_order[id(group)]
+        self.original_order[id(template)], self.original_order[id(epilogue)] = order, order + 0.5
+        score = shared_bytes(template, epilogue, lambda name: self.nbytes.get(name, 0))
+        self.decisions.append(FusionDecision(template.get_name(), epilogue.get_name(), False, reason, score))
+        self._deps = None
+        self.order()
+        return template, epilogue
+
     def can_fuse(self, a, b):
         """((R, Q), reason) when a and b may share a kernel, else (None, reason)."""
         if len(a.nodes) + len(b.nodes) > self.config.max_fusion_size:
