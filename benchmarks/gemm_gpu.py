@@ -5,6 +5,7 @@
     python benchmarks/gemm_gpu.py --only MLP --tma   # the MLPs, with persistent/TMA templates too
     MINIINDUCTOR_LOGS=autotune python benchmarks/gemm_gpu.py --only MLP --profile
                                                      # + GPU ms of each kernel, and the autotune tables
+    python benchmarks/gemm_gpu.py --only MLP --options '{"coordinate_descent_tuning": true}'
 
 Workloads: an MLP on a 4096x1024 batch (Linear 1024->4096, GELU, Linear 4096->1024) in
 float32 and bfloat16, and a GPT-2 block forward (B=8, T=512, d=768). For each: GPU ms per
@@ -122,8 +123,9 @@ def first_call(make, x, smoke: bool, reference=None):
     return fn, seconds, graphs
 
 
-def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool = False) -> list[dict]:
-    ours_options = {"cpu_backend": "triton"} if smoke else {}
+def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool = False,
+        options: dict | None = None) -> list[dict]:
+    ours_options = {**({"cpu_backend": "triton"} if smoke else {}), **(options or {})}
     rows = []
     for name, (module, x) in workloads(smoke).items():
         if only and only.lower() not in name.lower():
@@ -190,11 +192,14 @@ def main():
                         help="also ours with TRITON only + enable_persistent_tma_matmul (persistent/TMA templates)")
     parser.add_argument("--profile", action="store_true",
                         help="also each kernel's GPU time per call (torch.profiler): fused vs bare templates")
+    parser.add_argument("--options", default="{}",
+                        help='extra miniinductor options for each of our compiles, as JSON, e.g. '
+                             '\'{"coordinate_descent_tuning": true}\'')
     args = parser.parse_args()
     if not args.smoke and not torch.cuda.is_available():
         parser.error("needs a GPU (or --smoke)")
     torch.backends.cuda.matmul.allow_tf32 = False   # IEEE float32 for eager, Inductor and ours alike
-    rows = run(args.smoke, args.mode, args.only, args.tma, args.profile)
+    rows = run(args.smoke, args.mode, args.only, args.tma, args.profile, json.loads(args.options))
     device = "CPU (smoke, interpreted)" if args.smoke else torch.cuda.get_device_name()
     print(markdown(rows, device, args.mode))
     if args.out:
