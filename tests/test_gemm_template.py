@@ -236,15 +236,18 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MINIINDUCTOR_CACHE_DIR", str(tmp_path))
 
 
-def test_epilogue_benchmark_keeps_the_fastest_fused_config(monkeypatch, fresh_cache):
-    """Fused configs timed 3, 1, 2... ms against 0.5 + 0.6 apart: fused, with the second config."""
+def test_epilogue_benchmark_keeps_the_fastest_fused_config(monkeypatch, fresh_cache, caplog):
+    """Fused configs timed 3, 1, 2... ms against 0.5 + 0.6 apart: fused, with the second
+    config; the autotune log shows the table."""
     calls = []
     monkeypatch.setattr(epilogue_tuning, "timer_for", scripted_timer([0.5, 0.6, 3.0, 1.0, 2.0], calls))
-    out, expected, (graph,) = run(linear_gelu_residual, *linear_gelu_inputs())
+    with caplog.at_level(logging.INFO, logger="miniinductor.autotune"):
+        out, expected, (graph,) = run(linear_gelu_residual, *linear_gelu_inputs())
     check(out, expected, torch.float32)
     (kernel,) = graph.kernels.values()
     configs = [config for _, config in template_group(graph).nodes[0].node.timings]
     assert len(calls) == 2 + len(configs) and config_text(configs[1]) in kernel.source
+    assert "the template with its epilogue" in caplog.text and f"fused, with {config_text(configs[1])}" in caplog.text
 
 
 def test_epilogue_benchmark_splits_a_slower_fusion(monkeypatch, fresh_cache):
@@ -260,6 +263,28 @@ def test_epilogue_benchmark_splits_a_slower_fusion(monkeypatch, fresh_cache):
         (decision,) = [d for d in graph.scheduler.decisions if not d.fused]
         assert decision.reason.startswith("benchmarked: the fused kernel takes 5 ms at best")
     assert calls == []
+
+
+def test_epilogue_benchmark_starts_from_the_bare_table(monkeypatch, fresh_cache):
+    """As on a GPU, where the bare table has times (here made up: 1, 1.5, 9... ms): the
+    template alone is not timed again, and the configs whose bare time already exceeds the
+    unfused pair's (1 + 0.3 ms) are not tried fused: one fused timing (2 ms), then split."""
+    from miniinductor.codegen.triton_template import GemmSelection
+    from miniinductor.lowering import matmul
+
+    original = matmul.select_gemm
+
+    def timed_table(*args, **kwargs):
+        chosen = original(*args, **kwargs)
+        return GemmSelection(chosen.config, [[1.0 + 0.5 * k + 7 * (k > 1), c] for k, (_, c) in enumerate(chosen.timings)])
+    monkeypatch.setattr(matmul, "select_gemm", timed_table)
+    calls = []
+    monkeypatch.setattr(epilogue_tuning, "timer_for", scripted_timer([0.3, 2.0], calls))
+    out, expected, (graph,) = run(linear_gelu_residual, *linear_gelu_inputs())
+    check(out, expected, torch.float32)
+    assert len(calls) == 2 and len(graph.kernels) == 2
+    (decision,) = [d for d in graph.scheduler.decisions if not d.fused]
+    assert "takes 2 ms at best, the template alone 1 ms + its epilogue as a kernel 0.3 ms" in decision.reason
 
 
 # ------------------------------------------------------------------ persistent and TMA templates

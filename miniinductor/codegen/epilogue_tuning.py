@@ -183,10 +183,12 @@ def time_choices(variants, alone, epilogue, bare_ms, table, timer, device) -> di
     best_ms, best = min(rows, key=lambda r: r[0], default=(math.inf, None))
     fused = best_ms < unfused
     top = min(best_ms, unfused)
+    skipped = [f"  ({len(variants) - len(rows)} more configs not tried: bare, they already take longer than the "
+               "unfused pair)"] if len(rows) < len(variants) else []
     log.info("AUTOTUNE %s (%s): the template with its epilogue\n%s\n  %s\nAUTOTUNE %s; benchmarking took %.2f s",
              variants[0][1].name.rsplit("_", 1)[0], variants[0][1].computes(),
-             "\n".join(f"  fused {config_text(c):64s} {ms:.4f} ms {100 * top / ms:5.1f}%"
-                       for ms, c in sorted(rows, key=lambda r: r[0])),
+             "\n".join([f"  fused {config_text(c):64s} {ms:.4f} ms {100 * top / ms:5.1f}%"
+                        for ms, c in sorted(rows, key=lambda r: r[0])] + skipped),
              f"unfused: template alone {template_ms:.4f} ms + epilogue kernel {epilogue_ms:.4f} ms = {unfused:.4f} ms "
              f"{100 * top / unfused:5.1f}%",
              f"fused, with {config_text(best)}" if fused else "not fused: the template and its epilogue run apart",
