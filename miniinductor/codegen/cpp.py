@@ -157,6 +157,7 @@ class CppKernel(Kernel):
         super().__init__(*args, **kwargs)
         self.accumulators: dict[str, tuple[str, str]] = {}   # name → (C++ type, initial value)
         self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
+        self.online_softmax_done: dict[tuple, tuple] = {}    # (block, value) → (max, sum): computed once
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -256,6 +257,8 @@ class CppKernel(Kernel):
         block = self.block
         acc = f"acc{sum(len(b.prefix.lines) for b in self.blocks)}"
         ctype = COMPUTE_TYPE[dtype if reduction_type not in ("argmax", "argmin") else src_dtype]
+        if reduction_type == "online_softmax_reduce":
+            return self._online_softmax(block, acc, ctype, value)
         self._declare(block, ctype, acc, reduction_init(reduction_type, ctype))
         if reduction_type in ("argmax", "argmin"):
             block.has_argreduction = True
@@ -278,6 +281,19 @@ class CppKernel(Kernel):
         self.compute.writeline(REDUCTION_COMBINE[reduction_type].format(acc=acc, value=value))
         block.omp_reductions.append((OMP_REDUCTION_OP.get(reduction_type), acc))
         return CSEVariable(acc)
+
+    def _online_softmax(self, block, acc, ctype, value):
+        """(row max, sum of exp(x - max)) in one pass over the row (lowering/softmax.py), once
+        per loop for the two buffers that store it. No OpenMP clause folds the pair: the loop
+        runs on one thread, without `omp simd`."""
+        if (found := self.online_softmax_done.get((id(block), str(value)))) is not None:
+            return found
+        self._declare(block, ctype, f"{acc}_max", reduction_init("max", ctype))
+        self._declare(block, ctype, f"{acc}_sum", "0")
+        self.compute.writeline(f"mi_online_softmax_combine({acc}_max, {acc}_sum, {value});")
+        block.omp_reductions.append((None, acc))
+        found = self.online_softmax_done[(id(block), str(value))] = (CSEVariable(f"{acc}_max"), CSEVariable(f"{acc}_sum"))
+        return found
 
     def _declare(self, block, ctype, acc, init):
         block.prefix.writeline(f"{ctype} {acc} = {init};")
