@@ -21,6 +21,8 @@ log_softmax of such a row are NaN either way, as in eager; logsumexp is -inf.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch._decomp import core_aten_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
@@ -90,6 +92,7 @@ def _or_core(ours, op):
     (0-d and empty tensors, logsumexp over several dims or of integers)."""
     core = core_aten_decompositions().get(op) or torch._decomp.decomposition_table[op]
 
+    @functools.wraps(ours)
     def decompose(*args, **kwargs):
         out = ours(*args, **kwargs)
         return core(*args, **kwargs) if out is NotImplemented else out

@@ -47,7 +47,8 @@ A fused group's body is a sequence of blocks, as in CppKernel: `outer` code once
 block, and `loop` blocks over the reduction ranges. A reduction is *persistent* (RBLOCK =
 next_power_of_2(rnumel), everything straight-line) when rnumel <= 4096, else *looped*
 (`for roffset in range(...)` with block-shaped accumulators; a block that reads a finished
-reduction starts a new loop, as Inductor does for softmax). A pointwise group that reads or
+reduction starts a new loop, as Inductor does for softmax). A looped softmax's max and sum of
+exp are one online reduction (lowering/softmax.py, `_online_softmax`): one loop, not two. A pointwise group that reads or
 writes memory transposed is *tiled* (triton_tiling.py, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis.
 
