@@ -1,13 +1,14 @@
 """GPU benchmark: eager vs miniinductor (Triton) vs Inductor, in one run, on one GPU.
 
-    python benchmarks/bench_gpu.py [--quick] [--out results.json]
+    python benchmarks/bench_gpu.py [--quick] [--out results.json] [--only cross]
 
 For each memory-bound workload: GPU time per call (median of `triton.testing.do_bench`),
 the speed-up against eager, the ratio of our time to Inductor's, and the achieved
 bandwidth (the bytes the graph must move at least) against the device's copy bandwidth
 measured in the same run. The model rows come from `bench_models.py`: wall-clock time per
 step, in interleaved rounds, because those steps are partly bound by the host. First-call compile time (cold caches) is reported
-per workload. Prints a markdown table; `--out` also writes JSON.
+per workload. Prints a markdown table; `--out` also writes JSON. `--only TEXT` runs only the
+workloads whose name contains TEXT (and no model rows), e.g. `--only cross` for cross-entropy.
 """
 from __future__ import annotations
 
@@ -53,6 +54,16 @@ def colsum_rowmax(x):
     return x.sum(0), x.amax(1)
 
 
+def cross_entropy(logits, target):
+    return F.cross_entropy(logits, target)
+
+
+def loss_and_grad(f, logits, target):
+    """A training step's work on the logits: the loss, then its gradient (the backward graph)."""
+    loss = f(logits, target)
+    return loss, torch.autograd.grad(loss, logits)[0]
+
+
 #: the hand-written part of the markdown file starts here; --markdown keeps it
 NOTES_MARK = "<!-- notes: kept by bench_gpu.py -->"
 
@@ -70,12 +81,23 @@ def workloads(quick: bool, dtype):
     r = torch.randn_like(m)
     big = torch.randn(16384, 4096, device=d, dtype=dtype)
     esz = m.element_size()
+    # cross-entropy over a 32000-token vocabulary: a row too long for one block (online softmax)
+    rows, vocab = 8192, 32000
+    logits = torch.randn(rows, vocab, device=d, dtype=dtype)
+    target = torch.randint(0, vocab, (rows,), device=d)
+    logits_grad = logits.clone().requires_grad_(True)
     return {
         "pointwise chain 16M": (chain, (x, a), 3 * n * esz),
         "layer norm 8192x4096": (layer_norm, (m, w, b), 2 * m.numel() * esz),
         "softmax 8192x4096": (softmax, (m,), 2 * m.numel() * esz),
         "RMSNorm + residual": (rms_residual, (m, r, w), 4 * m.numel() * esz),
         "colsum + rowmax 16384x4096": (colsum_rowmax, (big,), big.numel() * esz),
+        # read the logits once and the targets (int64); write the loss
+        "cross-entropy 8192x32000": (cross_entropy, (logits, target), logits.numel() * esz + rows * 8 + esz),
+        # forward and backward are two graphs: the forward reads the logits, the backward reads
+        # them again and writes their gradient; each reads the targets
+        "cross-entropy fwd+bwd 8192x32000": (cross_entropy, (logits_grad, target),
+                                             3 * logits.numel() * esz + 2 * rows * 8 + 2 * esz, loss_and_grad),
     }
 
 
@@ -84,6 +106,7 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")
     parser.add_argument("--markdown", help="also write the table, command and device to this file")
+    parser.add_argument("--only", help="only the workloads whose name contains this (no model rows)")
     opts = parser.parse_args()
     rows = []
     src = torch.empty(256 * 2**20 // 4, device="cuda")
@@ -92,16 +115,19 @@ def main():
     copy_bw = 2 * nbytes(src) / copy_ms / 1e9   # GB per ms: bw fractions below use the same units
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  copy bandwidth {copy_bw:.2f} TB/s")
     for dtype in (torch.float32, torch.bfloat16):
-        for name, (fn, args, min_bytes) in workloads(opts.quick, dtype).items():
+        for name, (fn, args, min_bytes, *how) in workloads(opts.quick, dtype).items():
+            if opts.only and opts.only not in name:
+                continue
+            call = (lambda f: how[0](f, *args)) if how else (lambda f: f(*args))   # noqa: E731
             row = {"workload": f"{name} {str(dtype)[6:]}"}
-            eager_ms = do_bench(lambda: fn(*args))
+            eager_ms = do_bench(lambda: call(fn))
             for backend in ("miniinductor", "inductor"):
                 try:
-                    compiled, compile_s = compile_timed(fn, backend, lambda f: f(*args))
-                    got, want = compiled(*args), fn(*args)
+                    compiled, compile_s = compile_timed(fn, backend, call)
+                    got, want = call(compiled), call(fn)
                     tol = dict(rtol=2e-2, atol=2e-2) if dtype == torch.bfloat16 else dict(rtol=1e-4, atol=1e-4)
                     torch.testing.assert_close(got, want, **tol)
-                    ms = do_bench(lambda: compiled(*args))
+                    ms = do_bench(lambda: call(compiled))
                     row[backend] = {"ms": ms, "x_eager": eager_ms / ms, "bw_frac": min_bytes / ms / 1e9 / copy_bw,
                                     "compile_s": compile_s}
                 except Exception as exc:  # a failing backend is a row, not a crash
@@ -111,7 +137,7 @@ def main():
             print(json.dumps(row))
     # model steps: wall clock per step in interleaved rounds (bench_models.py says why)
     rounds = 3 if opts.quick else 5
-    rows += time_models(rounds=rounds)
+    rows += [] if opts.only else time_models(rounds=rounds)
     table = ["| workload | eager ms | mini ms | Inductor ms | mini x eager | Inductor x eager | mini/Inductor time | "
              "mini % copy bw | Inductor % copy bw | compile s mini / Inductor |"]
     table.append("|---|---|---|---|---|---|---|---|---|---|")

@@ -31,7 +31,10 @@ SPECIAL_OPS = (
     "indirect_indexing masked where"
 ).split()
 ALL_OPS = UNARY_OPS + BINARY_OPS + SPECIAL_OPS
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any")
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "online_softmax_reduce")
+#: reductions that give several values at once, each stored by its own buffer (a Reduction
+#: with an `output_index`): "online_softmax_reduce" → (row max, sum of exp(x - max)), one pass
+MULTI_OUTPUT_REDUCTIONS = {"online_softmax_reduce": 2}
 
 
 def _fmt(x):
@@ -64,7 +67,9 @@ class PrintHandler:
         self.lines.append(f"ops.store({name!r}, {index}, {value})")
 
     def reduction(self, dtype, src_dtype, reduction_type, value):
-        return self._emit(f"ops.reduction({reduction_type!r}, {value}, dtype={dtype})")
+        name = self._emit(f"ops.reduction({reduction_type!r}, {value}, dtype={dtype})")
+        n = MULTI_OUTPUT_REDUCTIONS.get(reduction_type)
+        return tuple(f"{name}[{k}]" for k in range(n)) if n else name
 
     def store_reduction(self, name, index, value):
         self.lines.append(f"ops.store_reduction({name!r}, {index}, {value})")
@@ -132,6 +137,12 @@ class RecordingHandler:
         self.writes.append(MemoryDep(name, index))
 
     store_reduction = store
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        self.op_count += 1
+        self.op_names.append("reduction")
+        n = MULTI_OUTPUT_REDUCTIONS.get(reduction_type)
+        return ("tmp",) * n if n else "tmp"
 
     def indirect_indexing(self, x, size):
         return sympy.Symbol(f"indirect{next(self._indirect)}", integer=True)

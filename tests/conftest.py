@@ -324,12 +324,12 @@ def input_gradients(outputs, inputs, seed=1, draw_dtype=None):
     return len(outs), grads
 
 
-def check_grads(fn, *args, rtol=None, atol=None):
+def check_grads(fn, *args, rtol=None, atol=None, compiled=None):
     """check() for a training step: outputs of the compiled call, then the gradients of
     every input that requires grad, each compared with eager on its own input copies."""
     eager_args, comp_args = clone_inputs(args), clone_inputs(args)
     expected = fn(*eager_args)
-    actual = compile_fn(fn)(*comp_args)
+    actual = (compiled or compile_fn(fn))(*comp_args)
     compare_outputs(actual, expected, rtol=rtol, atol=atol, check_strides=False)
     n_expected, expected_grads = input_gradients(expected, eager_args)
     n_actual, actual_grads = input_gradients(actual, comp_args)

@@ -6,7 +6,7 @@
 # * how AOTAutograd (`aot_function`, `aot_module_simplified`) turns a Torch-level graph
 #   into *ATen* graphs, and splits training into a forward and a backward graph;
 # * what a *decomposition table* is, and how it rewrites `aten._softmax` into
-#   `amax / sub / exp / sum / div` -- ops a compiler can fuse;
+#   `prepare_softmax_online / sub / exp / div` -- ops a compiler can fuse;
 # * which decompositions miniinductor picks (`miniinductor/capture/decompositions.py`),
 #   which one it refuses, and why;
 # * that the graphs are *functional*: in-place ops are gone by the time we see them.
@@ -102,16 +102,20 @@ out = aot_function(softmax_fn, printing_compiler("forward", dec),
 # %% [markdown]
 # Now softmax is the numerically stable textbook formula,
 # `exp(x - max(x)) / sum(exp(x - max(x)))`, and its backward is
-# `y * (g - sum(g * y))` written as `mul / sum / mul / sub`. Every one of these is a
-# pointwise op or a reduction that miniinductor lowers natively, and that the scheduler
-# can fuse into a couple of loops.
+# `y * (g - sum(g * y))` written as `mul / sum / mul / sub`. The row's max and sum of
+# exp come from one op of ours, `miniinductor.prepare_softmax_online(x, dim)`
+# (`capture/softmax.py`, Inductor's `prims.prepare_softmax_online`): lowering makes it
+# the two reductions `amax` and `sum(exp(x - max))`, or, for a row too long for one
+# block, a single *online* reduction that reads the row once (tutorial 9). Every op here
+# is a pointwise op or a reduction that miniinductor lowers natively, and that the
+# scheduler can fuse into a couple of loops.
 
 # %%
 fw_ops, bw_ops = ops_in(dec["forward"]), ops_in(dec["backward"])
 print("forward ops: ", fw_ops)
 print("backward ops:", bw_ops)
 assert "_softmax" not in fw_ops
-for op in ("amax", "sub", "exp", "sum", "div"):
+for op in ("prepare_softmax_online", "sub", "exp", "div"):
     assert op in fw_ops, op
 assert "_softmax_backward_data" not in bw_ops and "sum" in bw_ops
 

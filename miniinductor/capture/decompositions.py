@@ -1,8 +1,9 @@
 """The decomposition table: which ATen ops AOTAutograd rewrites into simpler ones first.
 
 Mirrors `torch/_inductor/decomposition.py`. Decomposing keeps the lowering table small:
-softmax becomes amax/sub/exp/sum/div, layer norm becomes var_mean-style sums, GELU
-becomes erf or tanh arithmetic, and so on, and every piece is something we lower natively.
+softmax becomes `prepare_softmax_online` (each row's max and sum of exp, capture/softmax.py),
+sub, exp and div; layer norm becomes var_mean-style sums, GELU becomes erf or tanh
+arithmetic, and so on, and every piece is something we lower natively.
 
 Our table = PyTorch's core-ATen decompositions (the ops that define the "core ATen" opset)
 + the composite ops below, each decomposed because its pieces are all pointwise ops and
@@ -15,11 +16,11 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from .softmax import softmax_decompositions
+
 aten = torch.ops.aten
 
 EXTRA = [
-    aten._softmax,               # amax, sub, exp, sum, div
-    aten._log_softmax,           # amax, sub, exp, sum, log, sub
     aten.native_layer_norm,      # mean/var as sums, rsqrt, affine
     aten.native_dropout,         # a random mask (the mask is an extern rand call)
     aten.var_mean,               # two reductions
@@ -87,6 +88,7 @@ def foreach_decompositions() -> dict:
 def decomposition_table(training: bool = True) -> dict:
     table = dict(core_aten_decompositions())
     table.update(foreach_decompositions())
+    table.update(softmax_decompositions())   # _softmax, _log_softmax, logsumexp
     table.update(get_decompositions(EXTRA + ([aten.gelu] if training else [])))
     for op in NOT_DECOMPOSED + ([] if training else INFERENCE_ONLY_NOT_DECOMPOSED):
         for overload in op.overloads():

@@ -101,6 +101,16 @@ template <typename A, typename B> static inline mi_t<A, B> mi_min(A a, B b) {
     return (a != a || a < b) ? (T)a : (T)b;
 }
 
+// Online softmax (lowering/softmax.py): one more value x into the running max m and sum s of
+// exp(. - m); the sum so far is rescaled to the new max. NaN propagates; a max of -inf is
+// shifted by 0, not by itself (no exp(-inf - -inf) NaN).
+template <typename T> static inline void mi_online_softmax_combine(T& m, T& s, T x) {
+    T m_new = (m != m || m > x) ? m : x;
+    T shift = m_new == -std::numeric_limits<T>::infinity() ? T(0) : m_new;
+    s = s * std::exp(m - shift) + std::exp(x - shift);
+    m = m_new;
+}
+
 // Python-style floor division and modulus (the sign follows the divisor).
 template <typename A, typename B> static inline mi_t<A, B> mi_floordiv(A a, B b) {
     using T = mi_t<A, B>;

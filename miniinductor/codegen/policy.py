@@ -15,6 +15,8 @@ phase compares backend strings.
     gemm_templates        Triton: under max_autotune, matmuls may come from GEMM templates
                           (codegen/memory_planning.py, `inplace_buffers`)
     persistent_reduction_max  Triton: the longest row reduced in one block
+    online_softmax_min    the shortest row whose softmax max and sum of exp are one online
+                          reduction (one pass over the row; `online_softmax`); None: never
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
 `tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
@@ -56,13 +58,26 @@ class BackendPolicy:
     gemm_templates: bool = False    # max_autotune may compute matmuls with Triton GEMM templates
     mix_order_min_numel: int = 0
     persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
+    online_softmax_min: int | None = PERSISTENT_REDUCTION_MAX + 1
+
+    def online_softmax(self, xnumel, rnumel) -> bool:
+        """Compute softmax's row max and sum of exp as one online reduction (lowering/softmax.py)?
+        Triton: where the row is looped (longer than a persistent block: two reductions would
+        read it twice) and not split (`reduction_splits`: the online pair is not split in two).
+        `rnumel` None: a symbolic row with no upper bound (looped, never split)."""
+        if self.online_softmax_min is None or (rnumel is not None and rnumel < self.online_softmax_min):
+            return False
+        static = isinstance(xnumel, int) and rnumel is not None
+        return not (self.split_reductions and static and reduction_splits(xnumel, rnumel, False) > 1)
 
 
 def policy_for(device: torch.device, config: Config) -> BackendPolicy:
     """Triton for GPU graphs; on the CPU, `config.cpu_backend` ('cpp' or 'triton')."""
     if device.type != "cuda" and config.cpu_backend == "cpp":
+        # online softmax: a row of the C++ kernels stays in cache between its passes, and the
+        # online loop computes two exps per element where the max pass computes none
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
-                             mix_order_reduction=False, writes_in_place=True)
+                             mix_order_reduction=False, writes_in_place=True, online_softmax_min=None)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction, writes_in_place=False,
                          mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)

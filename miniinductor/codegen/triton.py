@@ -47,7 +47,8 @@ A fused group's body is a sequence of blocks, as in CppKernel: `outer` code once
 block, and `loop` blocks over the reduction ranges. A reduction is *persistent* (RBLOCK =
 next_power_of_2(rnumel), everything straight-line) when rnumel <= 4096, else *looped*
 (`for roffset in range(...)` with block-shaped accumulators; a block that reads a finished
-reduction starts a new loop, as Inductor does for softmax). A pointwise group that reads or
+reduction starts a new loop, as Inductor does for softmax). A looped softmax's max and sum of
+exp are one online reduction (lowering/softmax.py, `_online_softmax`): one loop, not two. A pointwise group that reads or
 writes memory transposed is *tiled* (triton_tiling.py, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis.
 
@@ -152,6 +153,7 @@ class TritonKernel(Kernel):
         self.max_numel = index_extent(self.xnumel * (self.rnumel if self.rnumel != 0 else 1))
         self.load_strides: list[tuple] = []  # (x stride, r stride) of each load: a block-shape hint
         self.acc_count = 0
+        self.online_softmax_done: dict[tuple, tuple] = {}   # (block, value) → (max, sum): computed once
         nontrivial = lambda vs, ns: [(v, n) for v, n in zip(vs, ns) if n != 1]  # noqa: E731
         self._x_dims = nontrivial(self.itervars, self.ranges)
         self._r_dims = nontrivial(self.reduction_vars, self.reduction_ranges)
@@ -429,6 +431,8 @@ class TritonKernel(Kernel):
             if reduction_type in ("argmax", "argmin"):
                 return self._gen("tl.full([], 0, tl.int64)", torch.int64, ())
             return self.to_dtype(self._gen(text, acc_dtype, vdims), out_dtype)
+        if reduction_type == "online_softmax_reduce":
+            return self._online_softmax(text, acc_dtype)
         init = reduction_init(reduction_type, acc_dtype)
         if reduction_type in ("argmax", "argmin"):
             return self._arg_reduction(reduction_type, text, init, acc_dtype)
@@ -446,6 +450,33 @@ class TritonKernel(Kernel):
         self._note_helpers(combined)
         block.body.writeline(f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
         return self._gen(finish(acc), out_dtype, "x", buffer=block.suffix)
+
+    def _online_softmax(self, text, dtype):
+        """(row max, sum of exp(x - max)) in one pass (lowering/softmax.py): looped, each lane
+        of the [XBLOCK, RBLOCK] block keeps a running max and sum, rescaled when the max grows
+        (`_online_softmax_combine`), and the lanes of a row are combined after the loop
+        (`_online_softmax_reduce`). Persistent, the lanes are the row's elements themselves
+        (max x, sum 1). Computed once per loop: the max's buffer and the sum's share it."""
+        block = self._current()
+        if (found := self.online_softmax_done.get((id(block), text))) is not None:
+            return found
+        self.helpers.update(("_online_softmax_combine", "_online_softmax_reduce", "_max_combine", "_sum_combine"))
+        ttype = TRITON_TYPE[dtype]
+        if self._looped():
+            acc = self._new_acc()
+            block.prefix.writelines([f"{acc}_max = tl.full([XBLOCK, RBLOCK], float(\"-inf\"), {ttype})",
+                                     f"{acc}_sum = tl.full([XBLOCK, RBLOCK], 0, {ttype})"])
+            block.body.writelines([
+                f"{acc}_max_next, {acc}_sum_next = _online_softmax_combine({acc}_max, {acc}_sum, {text})",
+                f"{acc}_max = tl.where(xmask & rmask, {acc}_max_next, {acc}_max)",
+                f"{acc}_sum = tl.where(xmask & rmask, {acc}_sum_next, {acc}_sum)"])
+            lanes, out = (f"{acc}_max", f"{acc}_sum"), block.suffix
+        else:
+            lanes = (f"tl.where(xmask & rmask, {text}, float(\"-inf\"))", f"tl.where(xmask & rmask, 1.0, 0.0).to({ttype})")
+            out = self.compute
+        found = self.online_softmax_done[(id(block), text)] = (self.cse.newvar(dtype, "x"), self.cse.newvar(dtype, "x"))
+        out.writeline(f"{found[0]}, {found[1]} = _online_softmax_reduce({lanes[0]}, {lanes[1]})")
+        return found
 
     def _new_acc(self) -> str:
         self.acc_count += 1

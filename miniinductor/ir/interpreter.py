@@ -137,6 +137,10 @@ class InterpreterHandler:
             raise RuntimeError("max/min of an empty reduction")
         if reduction_type in ("sum", "prod") and dtype.is_floating_point:
             value = value.to(dtype)
+        if reduction_type == "online_softmax_reduce":   # (max, sum of exp(x - max)); max -inf: exp(x)
+            m = value.amax(-1, keepdim=True)
+            s = torch.exp(value - torch.where(m == float("-inf"), 0.0, m)).sum(-1)
+            return m.squeeze(-1).to(dtype), s.to(dtype)
         return REDUCE[reduction_type](value).to(dtype)
 
 
@@ -173,6 +177,8 @@ def _store_reduction(buf, handler, outer, inner):
     data = buf.data
     value = data.inner_fn(outer, inner)
     acc = handler.reduction(data.dtype, data.src_dtype, data.reduction_type, value)
+    if data.output_index is not None:
+        acc = acc[data.output_index]
     full_index = buf.layout.make_indexer()(outer)
     outer_env = {k: v for k, v in handler.env.items() if k not in inner}
     idx = torch.as_tensor(evaluate(sympy.sympify(full_index), outer_env))

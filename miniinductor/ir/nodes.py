@@ -160,17 +160,25 @@ class Reduction(Loops):
     reduction_ranges: list[int] = dataclasses.field(default_factory=list)
     reduction_type: str = "sum"
     src_dtype: torch.dtype = torch.float32
+    #: which value of a multi-output reduction this buffer stores (ops_handler.MULTI_OUTPUT_REDUCTIONS:
+    #: online softmax's row max is output 0, its sum of exp output 1; a kernel computing both
+    #: runs the reduction once)
+    output_index: int | None = None
 
     def _extra_repr(self):
-        return f", reduction_ranges={self.reduction_ranges}, {self.reduction_type!r}"
+        index = "" if self.output_index is None else f", output {self.output_index}"
+        return f", reduction_ranges={self.reduction_ranges}, {self.reduction_type!r}{index}"
 
     def _print_body(self, handler):
         value = self.inner_fn(index_vars("i", self.ranges), index_vars("r", self.reduction_ranges))
-        handler.lines.append(f"return reduction({self.reduction_type!r}, {value})")
+        index = "" if self.output_index is None else f"[{self.output_index}]"
+        handler.lines.append(f"return reduction({self.reduction_type!r}, {value}){index}")
 
     def store_output(self, name, indexer, index, rindex):
         value = self.inner_fn(index, rindex)
         acc = ops.reduction(self.dtype, self.src_dtype, self.reduction_type, value)
+        if self.output_index is not None:
+            acc = acc[self.output_index]
         return ops.store_reduction(name, indexer(index), acc)
 
 

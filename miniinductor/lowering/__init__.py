@@ -2,7 +2,7 @@
 lowering table: one module per family of ops. Its passes around `GraphLowering.run` are
 `unfuse_addmm` and `addmm_activation` (before, on the ATen graph) and `split_reductions`
 (after, on the loop IR)."""
-from . import pointwise, pooling, reductions, views  # noqa: F401  (register lowerings)
+from . import pointwise, pooling, reductions, softmax, views  # noqa: F401  (register lowerings)
 from .graph import GraphLowering  # noqa: F401
 from .matmul import addmm_activation, note_unused_tma, unfuse_addmm  # noqa: F401
 from .reductions import split_reductions  # noqa: F401

@@ -43,8 +43,9 @@ def _dims(x, dims) -> list[int]:
     return sorted({d % max(rank, 1) for d in dims}) if rank else []
 
 
-def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None):
-    """Reduce `x` over `dims` with `reduction_type` (see ops_handler.REDUCTION_TYPES).
+def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None, output_index=None):
+    """Reduce `x` over `dims` with `reduction_type` (see ops_handler.REDUCTION_TYPES; a
+    multi-output one gives output `output_index` of its values).
 
     The same reduction of the same value is computed once per graph: layer norm's
     decomposition sums x for its mean and again inside `var` (Inductor computes both in one
@@ -57,7 +58,7 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None)
     reduction_ranges = [size[d] for d in dims]
     src_dtype = src_dtype or x.get_dtype()
     dtype = dtype or src_dtype
-    key = (id(x), tuple(dims), reduction_type, dtype, src_dtype)
+    key = (id(x), tuple(dims), reduction_type, dtype, src_dtype, output_index)
     if (seen := V.graph.reductions.get(key)) and seen[0] is x:   # the same x: its id is not reused
         return reshape(seen[1], ranges)
     load = x.make_loader()
@@ -72,7 +73,8 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None)
         value = load(full)
         return value if x.get_dtype() == src_dtype else ops.to_dtype(value, src_dtype)
 
-    node = Reduction(x.get_device(), dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype)
+    node = Reduction(x.get_device(), dtype, inner_fn, ranges, reduction_ranges, reduction_type, src_dtype,
+                     output_index=output_index)
     box = StorageBox(node)
     box.realize()
     V.graph.reductions[key] = (x, box)

@@ -219,6 +219,23 @@ def _min_combine(a, b):
 def _prod_combine(a, b):
     return a * b
 ''',
+    "_online_softmax_combine": '''
+@triton.jit
+def _online_softmax_combine(m, s, x):
+    # one more value x into each lane's running max m and sum s of exp(. - m): the sum so far
+    # is rescaled to the new max (NaN propagates; a max of -inf is shifted by 0, not by itself)
+    m_new = tl.where((m != m) | (m > x), m, x)
+    shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+    return m_new, s * libdevice.exp(m - shift) + libdevice.exp(x - shift)
+''',
+    "_online_softmax_reduce": '''
+@triton.jit
+def _online_softmax_reduce(m, s):
+    # the lanes of each row → the row's max and sum of exp(x - max), as [XBLOCK, 1] blocks
+    row_max = tl.reduce(m, 1, _max_combine)[:, None]
+    shift = tl.where(row_max == float("-inf"), 0.0, row_max)
+    return row_max, tl.reduce(s * libdevice.exp(m - shift), 1, _sum_combine)[:, None]
+''',
     "_argmax_combine": '''
 @triton.jit
 def _argmax_combine(a, a_index, b, b_index):
