@@ -98,6 +98,24 @@ class TritonPrinter(StrPrinter):
     def _print_Rational(self, expr):
         raise NotImplementedError(f"non-integer index expression {expr}")
 
+    # floats of the sizes (ir/sizevars.FLOAT_FUNCTIONS), in float64 as Python computes them
+    def _double(self, expr) -> str:
+        return repr(float(expr)) if expr.is_Number else f"{self._operand(expr)}.to(tl.float64)"
+
+    def _print_Float(self, expr):   # every digit (StrPrinter gives 15)
+        return repr(float(expr))
+
+    def _print_ToFloat(self, expr):
+        return self._double(expr.args[0])
+
+    def _print_IntTrueDiv(self, expr):   # 4 / s0: real division
+        return f"({self._double(expr.args[0])} / {self._double(expr.args[1])})"
+
+    _print_FloatTrueDiv = _print_IntTrueDiv
+
+    def _print_OpaqueUnaryFn_sqrt(self, expr):
+        return f"libdevice.sqrt({self._double(expr.args[0])})"
+
 
 @functools.lru_cache(maxsize=4096)
 def texpr(expr) -> str:

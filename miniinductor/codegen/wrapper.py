@@ -256,6 +256,7 @@ class WrapperCodeGen:
         code = IndentedBuffer()
         code.writelines([
             f"# miniinductor generated wrapper for {self.graph.name}",
+            "import math  # noqa: F401  (floats of the sizes: math.sqrt(s0))",
             "import operator  # noqa: F401  (size computations: operator.ge(u0, 0))",
             "import torch",
             "from miniinductor.runtime.cpp_builder import load_kernels",

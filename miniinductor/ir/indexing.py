@@ -235,6 +235,22 @@ def _c_printer():
                 return "(" + "*".join([self.parenthesize(base, 100)] * int(exp)) + ")"
             return super()._print_Pow(expr)
 
+        # floats of the sizes (sizevars.FLOAT_FUNCTIONS), in double as Python computes them;
+        # ToFloat(s0) prints itself (its `_ccode`): `(double)(s0)`
+        def _double(self, expr):
+            return f"static_cast<double>({self._print(expr)})"
+
+        def _print(self, expr, **kwargs):   # (torch's IntTrueDiv._ccode is C's integer division)
+            if type(expr).__name__ == "IntTrueDiv":
+                return self._print_FloatTrueDiv(expr)
+            return super()._print(expr, **kwargs)
+
+        def _print_FloatTrueDiv(self, expr):   # 4 / s0: real division
+            return f"({self._double(expr.args[0])} / {self._double(expr.args[1])})"
+
+        def _print_OpaqueUnaryFn_sqrt(self, expr):
+            return f"std::sqrt({self._double(expr.args[0])})"
+
     return CIndexPrinter()
 
 
@@ -256,6 +272,17 @@ def _py_printer():
         def _print_ModularIndexing(self, expr):
             base, div, mod = (self._print(a) for a in expr.args)
             return f"((({base}) // ({div})) % ({mod}))"
+
+        def _print_ToFloat(self, expr):   # floats of the sizes (sizevars.FLOAT_FUNCTIONS)
+            return f"float({self._print(expr.args[0])})"
+
+        def _print_IntTrueDiv(self, expr):
+            return "(({}) / ({}))".format(*map(self._print, expr.args))
+
+        _print_FloatTrueDiv = _print_IntTrueDiv
+
+        def _print_OpaqueUnaryFn_sqrt(self, expr):
+            return f"math.sqrt({self._print(expr.args[0])})"
 
     return PyIndexPrinter()
 

@@ -30,6 +30,11 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from ..virtualized import V
 
 MAX_MIN = (sympy.Max, sympy.Min, torch_sympy.Max, torch_sympy.Min)   # SymPy's and torch's own
+#: how a ShapeEnv writes a float of the sizes (a SymFloat): `sym_float(s1)` is ToFloat(s1),
+#: `4 / s0` IntTrueDiv(4, s0), `sym_float(s0) / 2` FloatTrueDiv, `sym_sqrt` OpaqueUnaryFn_sqrt;
+#: every printer gives each real (double) arithmetic, never C's integer division
+FLOAT_FUNCTIONS = (torch_sympy.ToFloat, torch_sympy.IntTrueDiv, torch_sympy.FloatTrueDiv,
+                   torch_sympy.OpaqueUnaryFn_sqrt)
 UNBACKED_HINT = 8192   # a data-dependent size's stand-in for heuristics (Inductor's unbacked_symint_fallback)
 
 
@@ -40,14 +45,20 @@ class SymbolicUnsupported(Exception):
 
 def as_expr(x):
     """A size as the compiler keeps it: an int, or a SymPy expression of the size symbols
-    (a SymInt's own expression: reading it does not guard, unlike `int(x)`)."""
-    if isinstance(x, torch.SymInt):
+    (a SymInt's own expression: reading it does not guard, unlike `int(x)`); a SymFloat
+    likewise: a float, or an expression such as `ToFloat(s1)` (see FLOAT_FUNCTIONS)."""
+    if isinstance(x, (torch.SymInt, torch.SymFloat)):
         x = x.node.expr
     if isinstance(x, sympy.Basic):
         if x.has(*MAX_MIN) and V.has_graph():   # contiguous strides hold Max(1, s0)
             x = V.graph.sizevars.simplify(x)
-        return int(x) if x.is_Integer else x
+        return int(x) if x.is_Integer else float(x) if x.is_Float else x
     return x
+
+
+def is_float_expr(x) -> bool:
+    """Is `x` an expression of the sizes whose value is a float (a SymFloat's)?"""
+    return isinstance(x, sympy.Basic) and x.has(sympy.Float, *FLOAT_FUNCTIONS)
 
 
 def as_exprs(sizes) -> list:

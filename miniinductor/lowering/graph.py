@@ -231,9 +231,10 @@ class GraphLowering(torch.fx.Interpreter):
     def run_node(self, node):
         self._node = node
         try:
-            if node.op == "call_function" and isinstance(node.meta.get("val"), torch.SymInt) \
+            if node.op == "call_function" and isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat)) \
                     and not self._makes_unbacked():   # (an .item() runs, in ATen)
-                value = as_expr(node.meta["val"])   # a size computed from sizes (sym_size, s0*16...)
+                # computed from sizes: its expression (sym_size, s0*16; a float: ToFloat(s1), IntTrueDiv(4, s0))
+                value = as_expr(node.meta["val"])
             else:
                 value = super().run_node(node)
             self.node_values[node.name] = value
@@ -284,8 +285,6 @@ class GraphLowering(torch.fx.Interpreter):
         if target is torch.ops.aten._assert_scalar.default:
             return None   # Dynamo's check of a data-dependent size's range (u0 >= 0): no code
         if getattr(target, "__module__", None) == "_operator" and all(isinstance(a, (int, sympy.Basic)) for a in args):
-            if isinstance(self._node.meta.get("val"), torch.SymFloat):   # 4 / s0 would print as C++'s int division
-                raise SymbolicUnsupported(f"{target.__name__} of sizes is a float ({self._node.meta['val']})")
             return as_expr(target(*map(sympy.sympify, args)))   # size arithmetic (ints, comparisons)
         lowering = find_lowering(target)
         reason = self._unsupported_reason(target, args, lowering)

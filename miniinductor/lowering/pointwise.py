@@ -19,7 +19,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as KIND
 from torch._prims_common import elementwise_dtypes
 
 from ..ir.nodes import InputBuffer, IRNode, Pointwise, StorageBox, View, unwrap_buffer
-from ..ir.sizevars import is_static
+from ..ir.sizevars import is_float_expr, is_static
 from ..virtualized import V, ops
 from .registry import aten, prims, register_lowering
 
@@ -53,9 +53,11 @@ def expand_to(x: IRNode, size: list[int]) -> IRNode:
 
 
 def meta_of(x):
-    """A stand-in for promotion rules: tensors keep their rank (0-d ranks below n-d)."""
-    return torch.empty([n if is_static(n) else 2 for n in x.get_size()], dtype=x.get_dtype(),
-                       device="meta") if is_ir(x) else 2 if isinstance(x, sympy.Expr) else x
+    """A stand-in for promotion rules: tensors keep their rank (0-d ranks below n-d); a size
+    is an int scalar, a float of the sizes (`ToFloat(s1)`) a float one."""
+    if is_ir(x):
+        return torch.empty([n if is_static(n) else 2 for n in x.get_size()], dtype=x.get_dtype(), device="meta")
+    return (2.0 if is_float_expr(x) else 2) if isinstance(x, sympy.Expr) else x
 
 
 def promote(args, kind) -> tuple[torch.dtype, torch.dtype]:
@@ -72,7 +74,7 @@ def device_of(args) -> torch.device:
 
 def loader_in(x, size, dtype):
     """fn(index) → the value of `x` (IR node or Python scalar) at `index`, as `dtype`."""
-    if isinstance(x, sympy.Expr):   # a size used as a value (x / x.shape[0])
+    if isinstance(x, sympy.Expr):   # a size used as a value (x / x.shape[0], x / sym_float(s1))
         return lambda index: ops.index_expr(x, dtype)
     if not is_ir(x):
         return lambda index: ops.constant(x, dtype)
@@ -158,7 +160,7 @@ def fma(a, b, c):
     return make_pointwise(lambda x, y, z: ops.add(ops.mul(x, y), z), (a, b, c), compute, out)
 
 
-@register_lowering(aten.div)
+@register_lowering(aten.div, aten.true_divide)
 def div(a, b, rounding_mode=None):
     if rounding_mode is None:
         compute, out = promote((a, b), KIND.INT_TO_FLOAT)
@@ -243,7 +245,8 @@ def copy_(dst, src, non_blocking=False):
 
 
 def constant_fill(size, value, dtype, device) -> StorageBox:
-    return StorageBox(Pointwise(device, dtype, lambda index: ops.constant(value, dtype), list(size)))
+    """`value` everywhere: a number, or an expression of the sizes (`scalar_tensor(s0)`)."""
+    return StorageBox(Pointwise(device, dtype, loader_in(value, size, dtype), list(size)))
 
 
 def _dtype_device(kwargs, fallback_dtype=None):
