@@ -116,6 +116,18 @@ class TritonPrinter(StrPrinter):
     def _print_OpaqueUnaryFn_sqrt(self, expr):
         return f"libdevice.sqrt({self._double(expr.args[0])})"
 
+    def _print_FloatPow(self, expr):
+        return f"libdevice.pow({self._double(expr.args[0])}, {self._double(expr.args[1])})"
+
+    def _print_TruncToInt(self, expr, fn="trunc"):   # back to an int size: int(2.5*float(s0))
+        return f"libdevice.{fn}({self._print(expr.args[0])}).to(tl.int64)"
+
+    def _print_FloorToInt(self, expr):
+        return self._print_TruncToInt(expr, "floor")
+
+    def _print_CeilToInt(self, expr):
+        return self._print_TruncToInt(expr, "ceil")
+
 
 @functools.lru_cache(maxsize=4096)
 def texpr(expr) -> str:

@@ -251,6 +251,9 @@ def _c_printer():
         def _print_OpaqueUnaryFn_sqrt(self, expr):
             return f"std::sqrt({self._double(expr.args[0])})"
 
+        def _print_FloatPow(self, expr):
+            return f"std::pow({self._double(expr.args[0])}, {self._double(expr.args[1])})"
+
     return CIndexPrinter()
 
 
@@ -283,6 +286,18 @@ def _py_printer():
 
         def _print_OpaqueUnaryFn_sqrt(self, expr):
             return f"math.sqrt({self._print(expr.args[0])})"
+
+        def _print_FloatPow(self, expr):
+            return "(({}) ** ({}))".format(*map(self._print, expr.args))
+
+        def _print_TruncToInt(self, expr):   # back to an int size: int(2.5*float(s0))
+            return f"int({self._print(expr.args[0])})"
+
+        def _print_FloorToInt(self, expr):
+            return f"math.floor({self._print(expr.args[0])})"
+
+        def _print_CeilToInt(self, expr):
+            return f"math.ceil({self._print(expr.args[0])})"
 
     return PyIndexPrinter()
 

@@ -31,10 +31,10 @@ from ..virtualized import V
 
 MAX_MIN = (sympy.Max, sympy.Min, torch_sympy.Max, torch_sympy.Min)   # SymPy's and torch's own
 #: how a ShapeEnv writes a float of the sizes (a SymFloat): `sym_float(s1)` is ToFloat(s1),
-#: `4 / s0` IntTrueDiv(4, s0), `sym_float(s0) / 2` FloatTrueDiv, `sym_sqrt` OpaqueUnaryFn_sqrt;
-#: every printer gives each real (double) arithmetic, never C's integer division
+#: `4 / s0` IntTrueDiv(4, s0), `sym_float(s0) / 2` FloatTrueDiv, `sym_sqrt` OpaqueUnaryFn_sqrt,
+#: `x ** -0.5` FloatPow; every printer gives each double arithmetic, never C's integer division
 FLOAT_FUNCTIONS = (torch_sympy.ToFloat, torch_sympy.IntTrueDiv, torch_sympy.FloatTrueDiv,
-                   torch_sympy.OpaqueUnaryFn_sqrt)
+                   torch_sympy.OpaqueUnaryFn_sqrt, torch_sympy.FloatPow)
 UNBACKED_HINT = 8192   # a data-dependent size's stand-in for heuristics (Inductor's unbacked_symint_fallback)
 
 
@@ -57,8 +57,9 @@ def as_expr(x):
 
 
 def is_float_expr(x) -> bool:
-    """Is `x` an expression of the sizes whose value is a float (a SymFloat's)?"""
-    return isinstance(x, sympy.Basic) and x.has(sympy.Float, *FLOAT_FUNCTIONS)
+    """Is `x` an expression of the sizes whose value is a float (a SymFloat's)? (Not an int
+    made of one: TruncToInt(2.5*ToFloat(s0)), interpolate's output size.)"""
+    return isinstance(x, sympy.Basic) and not x.is_integer and x.has(sympy.Float, *FLOAT_FUNCTIONS)
 
 
 def as_exprs(sizes) -> list:

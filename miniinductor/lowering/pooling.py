@@ -28,6 +28,7 @@ import torch
 
 from ..ir.indexing import FloorDiv
 from ..ir.nodes import Pointwise, Reduction, StorageBox
+from ..ir.sizevars import is_static
 from ..virtualized import V, ops
 from .registry import aten, register_lowering
 
@@ -58,13 +59,13 @@ def _float_only(x):
 
 
 def _int(expr):
-    return ops.index_expr(expr, torch.int64)
+    """An int64 value: a constant, or an expression of the loop variables and sizes."""
+    return ops.constant(int(expr), torch.int64) if is_static(expr) else ops.index_expr(expr, torch.int64)
 
 
 def _inside(expr, size):
     """0 <= expr < size, as a bool value."""
-    return ops.logical_and(ops.ge(_int(expr), ops.constant(0, torch.int64)),
-                           ops.lt(_int(expr), ops.constant(size, torch.int64)))
+    return ops.logical_and(ops.ge(_int(expr), _int(0)), ops.lt(_int(expr), _int(size)))
 
 
 def _all(conds):
@@ -192,10 +193,10 @@ def _avg_divisor(o, n, k, s, p, count_include_pad):
     """ATen's divisor along one dim for output position `o`: the window's length, clipped
     to the padded input (count_include_pad) or to the input itself. An int64 value."""
     start = _int(o * s - p)
-    end = ops.minimum(ops.add(start, ops.constant(k, torch.int64)), ops.constant(n + p, torch.int64))
+    end = ops.minimum(ops.add(start, _int(k)), _int(n + p))
     if count_include_pad:
         return ops.sub(end, start)
-    return ops.sub(ops.minimum(end, ops.constant(n, torch.int64)), ops.maximum(start, ops.constant(0, torch.int64)))
+    return ops.sub(ops.minimum(end, _int(n)), ops.maximum(start, _int(0)))
 
 
 def _divide(total, divisors, dtype):
