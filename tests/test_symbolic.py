@@ -6,8 +6,10 @@ reads them from the inputs, so a sweep of sizes compiles each graph once (Triton
 tests/test_symbolic_triton.py). Every result is
 compared with eager on fresh random inputs. Tolerances: float32 sums whose order differs
 from eager's (OpenMP simd reductions, LayerNorm's two passes): relative 1e-4, absolute
-1e-4 (1e-5 would flake on gradients summed over 129 rows). Graphs that cannot be compiled
-symbolically fall back to one compile per shape (capture/specialize.py): tested here too.
+1e-4 (1e-5 would flake on gradients summed over 129 rows). Floats of the sizes (LayerNorm's
+sym_float(s1), interpolate's 4 / s0) are compiled symbolically too, at sizes where true and
+floor division differ. Graphs that cannot be compiled symbolically fall back to one compile
+per shape (capture/specialize.py): tested here too.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import TEST_OPTIONS, check, check_training_step, metrics, randn, requires_miniinductor
+from conftest import TEST_OPTIONS, check, check_training_step, input_gradients, metrics, randn, requires_miniinductor
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
@@ -245,12 +247,76 @@ def test_ops_compile_once(case):
     assert metrics().specializations == 0 and metrics().graphs_compiled == 1
 
 
-def test_float_of_sizes_compiles_per_shape_not_wrong():
-    """`interpolate(size=n)` computes the scale 4 / n, a float of the sizes: printed as a C++
-    expression it became integer division (a silently wrong result, found by the dynamic
-    OpInfo sweep); such a graph is compiled per shape instead."""
+def layer_norm(x, w, b):
+    return F.layer_norm(x, x.shape[-1:], w, b)
+
+
+def check_layer_norm_widths(compiled, sizes):
+    """`layer_norm` through `compiled` at each (batch, width): outputs and input gradients vs
+    eager; one forward and one backward graph compiled for all, none per shape."""
+    for batch, width in sizes:
+        inputs = [randn(batch, width, requires_grad=True), randn(width, requires_grad=True),
+                  randn(width, requires_grad=True)]
+        copies = [t.detach().clone().requires_grad_(True) for t in inputs]
+        actual, expected = compiled(*inputs), layer_norm(*copies)
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+        for a, e in zip(input_gradients(actual, inputs)[1], input_gradients(expected, copies)[1]):
+            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4)
+    assert metrics().graphs_compiled == 2 and metrics().specializations == 0
+
+
+def test_layer_norm_widths_compile_once_with_gradients():
+    """F.layer_norm(x, x.shape[-1:]) with dynamic=True: its mean divides by sym_float(s1),
+    a float of the sizes, computed in the kernel from s1 (as eager: in float32)."""
+    check_layer_norm_widths(compile_(layer_norm, dynamic=True), ((3, 33), (5, 64), (2, 100), (4, 33)))
+
+
+FLOATS_OF_SIZES = {   # a float computed from the sizes, at sizes where true and floor division differ
+    "interpolate_size": (lambda x, n: F.interpolate(x, size=n, mode="nearest") * 2,   # scale 4 / n
+                         lambda n: (randn(2, 3, 4), n)),
+    "interpolate_scale": (lambda x: F.interpolate(x, scale_factor=(1.5, 0.5), mode="nearest"),
+                          lambda n: (randn(1, 2, n, n + 3),)),   # sizes int(1.5 * s0), int(0.5 * s1)
+    "size_over_4": (lambda x: x * (x.shape[0] / 4) + x.shape[1] * 0.5, lambda n: (randn(n, n + 2),)),
+    "mean": (lambda x: x.mean(1) + x.var(0).sum(), lambda n: (randn(4, n),)),
+    "mean_float16": (lambda x: x.mean(1), lambda n: (randn(3, n, dtype=torch.float16),)),  # divides in float32
+    "sdpa_head_dim": (lambda q: F.scaled_dot_product_attention(q, q * 2, q),   # scale sym_float(E) ** -0.5
+                      lambda n: (randn(2, 3, n),)),
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), lambda n: (randn(1, 2, n, n + 3),)),
+}
+
+
+@pytest.mark.parametrize("case", FLOATS_OF_SIZES)
+def test_floats_of_sizes_compile_once(case):
+    fn, make_inputs = FLOATS_OF_SIZES[case]
+    compiled = compile_(fn, dynamic=True)
+    for n in (5, 7, 6):
+        check(fn, *make_inputs(n), compiled=compiled, rtol=1e-4, atol=1e-4)
+    assert metrics().specializations == 0 and metrics().graphs_compiled == 1
+
+
+def test_interpolate_scale_is_a_real_division():
+    """`interpolate(size=n)` computes the scale 4 / n, IntTrueDiv(4, s): printed as C's
+    integer division it was a silently wrong upsample_nearest (found by the dynamic OpInfo
+    sweep). With dynamic=None: a static compile, then one symbolic compile, exact results."""
     fn = lambda x, n: F.interpolate(x, size=n, mode="nearest") * 2   # noqa: E731
     compiled = compile_(fn, dynamic=None)
     x = randn(2, 3, 4)
-    for n in (3, 5, 7, 5):
-        torch.testing.assert_close(compiled(x, n), fn(x, n), rtol=0, atol=0)
+    with collect_compiled() as graphs:
+        for n in (3, 5, 7, 5, 6):
+            torch.testing.assert_close(compiled(x, n), fn(x, n), rtol=0, atol=0)
+    assert metrics().graphs_compiled == 2 and metrics().specializations == 0
+    if not TRITON:
+        (kernel,) = graphs[-1].kernels.values()
+        assert re.search(r"static_cast<double>\(4\) / static_cast<double>\(s\d+\)", kernel.source), kernel.source
+
+
+def test_wrapper_computes_a_float_of_sizes():
+    """An ATen op given sym_float(s1) (here by fallback_ops): the Python wrapper computes
+    `float(s1)` from the inputs' sizes at each call."""
+    fn = lambda x: F.layer_norm(x, x.shape[-1:])   # noqa: E731
+    compiled = compile_(fn, dynamic=True, fallback_ops=["prims.div.default"])
+    with collect_compiled() as graphs:
+        for width in (33, 64, 7):
+            check(fn, randn(3, width), compiled=compiled, rtol=1e-4, atol=1e-4)
+    assert metrics().graphs_compiled == 1 and metrics().specializations == 0
+    assert re.search(r"prims\.div\.default\(buf\d+, float\(s\d+\)\)", graphs[0].wrapper_source)

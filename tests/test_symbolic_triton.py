@@ -11,12 +11,13 @@ test_symbolic.py (float32 sums in another order than eager's: 1e-4).
 from __future__ import annotations
 
 import logging
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import check, check_training_step, metrics, randn, requires_miniinductor
-from test_symbolic import OPS, LayerNormMLP
+from test_symbolic import FLOATS_OF_SIZES, OPS, LayerNormMLP, check_layer_norm_widths, layer_norm
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
@@ -155,3 +156,24 @@ def test_pointwise_grid_from_the_sizes():
     graph = run_sizes(fn, lambda n: (randn(n, 3),), (2, 700, 1025))
     (kernel,) = graph.kernels.values()
     assert "grid=(cdiv(xnumel," in kernel.source and "xmask = xindex < xnumel" in kernel.source
+
+
+@pytest.mark.parametrize("case", FLOATS_OF_SIZES)
+def test_floats_of_sizes_compile_once(case):
+    """test_symbolic.py's floats of the sizes (interpolate's 4 / s0, sym_float(s1) in a mean,
+    sdpa's sym_float(E) ** -0.5...), computed in float64 in the kernel from the size arguments."""
+    fn, make_inputs = FLOATS_OF_SIZES[case]
+    run_sizes(fn, make_inputs, (5, 7, 6))
+
+
+def test_interpolate_scale_is_a_real_division():
+    """4 / n in float64 (Triton's `//` would be floor division): exact results at sizes where
+    the two differ."""
+    fn = lambda x, n: F.interpolate(x, size=n, mode="nearest") * 2   # noqa: E731
+    graph = run_sizes(fn, lambda n: (randn(2, 3, 4), n), (3, 5, 7))
+    (kernel,) = graph.kernels.values()
+    assert re.search(r"\(s\d+\.to\(tl\.float64\) / s\d+\.to\(tl\.float64\)\)", kernel.source), kernel.source
+
+
+def test_layer_norm_widths_compile_once_with_gradients():
+    check_layer_norm_widths(compile_(layer_norm), ((3, 33), (5, 64), (2, 100)))
