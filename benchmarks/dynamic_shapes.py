@@ -8,9 +8,8 @@ For layer norm, softmax and the GPT-2 block, at three shapes each:
     dynamic compile that serves all three shapes, for miniinductor and Inductor; the ratio
     dynamic/static (1.00 = no cost for being generic). Dynamic: the dim that varies (rows,
     or the sequence) marked with `torch._dynamo.mark_dynamic`, the others static, as a
-    changing batch is; `--all-dynamic`: `dynamic=True`, every size a symbol (our layer
-    norm then divides by a symbolic float, `sym_float(s1)`, which we cannot lower: that
-    graph falls back to one compile per shape);
+    changing batch is; `--all-dynamic`: `dynamic=True`, every size a symbol (the layer
+    norm then divides by a float of the sizes, `sym_float(s1)`, computed in the kernel);
   - how many graphs Dynamo handed each backend for the three shapes, how many ATen graphs
     miniinductor compiled behind them (`metrics.graphs_compiled`: a backend that specialises
     compiles one per shape), and the cold compile time of the dynamic graph (first call).

@@ -7,7 +7,8 @@ node realizes every returned value with the strides eager would give it.
 
 Symbolic sizes: a graph traced in Dynamo's ShapeEnv keeps its sizes as SymPy expressions
 of the size symbols (`self.sizevars`, ir/sizevars.py): a SymInt placeholder binds its
-symbol, a node computing a size (`sym_size`, `s0 * 16`) is its expression, and any failure
+symbol, a node computing a size (`sym_size`, `s0 * 16`) or a float of sizes (`sym_float(s1)`,
+`4 / s0`: ToFloat(s1), IntTrueDiv(4, s0)) is its expression, and any failure
 while lowering such a graph is a `SymbolicUnsupported` naming the op (the graph is then
 compiled per shape: capture/aot.py).
 
