@@ -74,6 +74,15 @@ def op_path(op) -> str:
     return f"{op.__module__}.{op.__name__}"
 
 
+aten = torch.ops.aten
+#: matmuls called through torch's Python bindings, as Inductor's `extern_kernels` are: the
+#: OpOverload (`torch.ops.aten.addmm.default`) matches its arguments against the schema, ~3 us
+#: more per call on a 2-core EPYC, a batch-1 MLP's per-call overhead. Their outputs are always
+#: new contiguous tensors, the layout their meta functions promise: no check_layout after them.
+EXTERN_KERNELS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm", aten.bmm.default: "torch.bmm",
+                  aten.baddbmm.default: "torch.baddbmm", aten._addmm_activation.default: "torch._addmm_activation"}
+
+
 def extern_arg(value):
     """`value` as an extern op's argument. A view's dims of size 1 get the strides a contiguous
     tensor would have (the index analysis gives them 0, which BLAS takes for a leading dimension
@@ -188,6 +197,8 @@ class WrapperCodeGen:
                     f"{pysize(lay.size)}, {pysize(lay.stride)})"]
         args = ", ".join([pyrepr(extern_arg(a)) for a in node.args] +
                          [f"{k}={pyrepr(extern_arg(v))}" for k, v in node.kwargs.items()])
+        if node.op in EXTERN_KERNELS:
+            return [f"{name} = {EXTERN_KERNELS[node.op]}({args})  # {node.op}"]
         line = f"{name} = {op_path(node.op)}({args})"
         if node.layout is None:
             return [line]
