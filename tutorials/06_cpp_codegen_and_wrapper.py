@@ -98,9 +98,12 @@ for name, kernel in compiled.kernels.items():
 #   `Config.parallel_min_numel` (32768) elements -- starting an OpenMP team costs
 #   microseconds, more than a small kernel's whole run.
 # * Inside a row, **one block per fused reduction**: the max, then the sum of
-#   `exp(x*y - max)`, then the output. `#pragma omp simd reduction(+:acc1)` lets the
-#   compiler vectorize the sum by reassociating it (so the result can differ from eager
-#   in the last bits: compare with a tolerance).
+#   `exp(x*y - max)`, then the output. A row this long (64 elements or more) is walked in
+#   steps of 32, element `t` of a step folded into accumulator `acc1_lanes[t]`: under
+#   `#pragma omp simd` those are 4 vectors of independent adds, where one accumulator
+#   would wait for each add to finish; the 32 lanes are summed after the loop (a shorter
+#   row: `#pragma omp simd reduction(+:acc1)`). Either way the sum is reassociated, so
+#   the result can differ from eager in the last bits: compare with a tolerance.
 # * `x * y` is recomputed in each block: cheaper than storing and reloading it.
 #
 # To see the threshold at work, compile the same graph for a tiny input and for a big
@@ -164,8 +167,9 @@ assert Path(compiled.path).read_text() == wrapper
 
 # %% [markdown]
 # A graph with an extern call shows the other kind of step. A matmul falls back to
-# `aten.mm` (tutorial 5); the wrapper calls it, checks the strides it returns, and hands
-# its output to the next kernel:
+# `aten.mm` (tutorial 5); the wrapper calls it through `torch.mm` (faster than the
+# `torch.ops.aten.mm.default` overload; other extern ops are called that way and
+# `check_layout` then checks the strides they return) and hands its output to the next kernel:
 
 # %%
 
