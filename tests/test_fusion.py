@@ -398,8 +398,8 @@ def test_softmax_moves_the_minimum_bytes():
 def test_kernel_info_names_its_source_ops():
     result = explain_checked(softmax, torch.randn(4, 16))
     (kernel,) = result.kernels
-    assert {"prepare_softmax_online", "exp", "div"} <= set(kernel.origins), kernel.origins
-    assert kernel.name == "cpp_fused_div_exp_prepare_softmax_online_sub_0" and kernel.name in kernel.source
+    assert {"amax", "exp", "sum_1", "div"} <= set(kernel.origins), kernel.origins
+    assert kernel.name == "cpp_fused_amax_div_exp_sub_sum_0" and kernel.name in kernel.source
 
 
 def test_kernel_origins_exclude_ops_of_realized_inputs():

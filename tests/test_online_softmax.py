@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from conftest import check, check_grads, compile_fn, requires_miniinductor
 
 import miniinductor.compile_fx as compile_fx
+from miniinductor.capture import aot
 from miniinductor.codegen.policy import PERSISTENT_REDUCTION_MAX, policy_for
 from miniinductor.compile_fx import collect_compiled
 
@@ -38,10 +39,13 @@ BACKENDS = ["triton", "cpp"]
 
 @pytest.fixture
 def online_min(monkeypatch):
-    """Set the policy's shortest online row (C++: force the online form; Triton: move it)."""
+    """Set the policy's shortest online row (C++: force the online form; Triton: move it).
+    For C++ the capture must decompose softmax through prepare_softmax_online as well (it
+    does so only for Triton kernels: capture/aot.py)."""
     def set_min(rows):
         monkeypatch.setattr(compile_fx, "policy_for", lambda device, config: dataclasses.replace(
             policy_for(device, config), online_softmax_min=rows))
+        monkeypatch.setattr(aot, "_triton_kernels", lambda config, example_inputs: True)
     return set_min
 
 

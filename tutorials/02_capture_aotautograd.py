@@ -106,7 +106,10 @@ out = aot_function(softmax_fn, printing_compiler("forward", dec),
 # exp come from one op of ours, `miniinductor.prepare_softmax_online(x, dim)`
 # (`capture/softmax.py`, Inductor's `prims.prepare_softmax_online`): lowering makes it
 # the two reductions `amax` and `sum(exp(x - max))`, or, for a row too long for one
-# block, a single *online* reduction that reads the row once (tutorial 9). Every op here
+# block, a single *online* reduction that reads the row once (tutorial 9). (Graphs for
+# the C++ kernels are captured with `decomposition_table(online_softmax=False)`: PyTorch's
+# own `amax`, `sub`, `exp`, `sum`, whose `exp` a CPU stores once rather than computing it
+# twice.) Every op here
 # is a pointwise op or a reduction that miniinductor lowers natively, and that the
 # scheduler can fuse into a couple of loops.
 

@@ -103,9 +103,16 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
     with _autocast(config, example_inputs):
         return aot_autograd(
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-            inference_compiler=inference, decompositions=decomposition_table(training=training),
+            inference_compiler=inference, decompositions=decomposition_table(
+                training=training, online_softmax=_triton_kernels(config, example_inputs)),
             partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
         )(gm, example_inputs)
+
+
+def _triton_kernels(config: Config, example_inputs) -> bool:
+    """Will this graph's kernels be Triton (a GPU tensor, or cpu_backend="triton")?"""
+    return config.cpu_backend == "triton" or any(
+        isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
 
 
 def _autocast(config: Config, example_inputs):
