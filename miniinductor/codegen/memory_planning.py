@@ -13,8 +13,12 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
   * never pool graph inputs, outputs, or buffers handed to an extern call whose schema
     says its result may alias an input (a view of them may still be alive); outputs of
     the other extern calls (mm, bmm...) are fresh tensors and are pooled like ours;
-  * record the live bytes after every step, so the plan's peak can be compared with
+  * record the live bytes while every step runs, so the plan's peak can be compared with
     eager's (estimated the same way from the ATen graph, op by op, see `eager_peak_bytes`).
+    Inputs whose memory `call` releases (`freeable_input`: a backward's saved activations)
+    count from the start to their last use, as in Inductor's `estimate_peak_memory`
+    (torch/_inductor/memory.py): a dead buffer kept for a later reuse must not lift the
+    real peak, which in a backward comes early, while the activations are still alive.
 
 In place (`inplace_buffers`, decided per kernel before its code is generated): a C++ kernel
 may write an output straight over an input that dies in it, read only at the same index;
@@ -129,9 +133,22 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: set[str]) -> MemoryPlan:
+def freeable_input(name: str) -> bool:
+    """Is this graph input's memory released when `call` drops it (`args.clear()`, then `del`
+    at its last use)? The activations a backward graph takes from its forward are: AOTAutograd
+    hands them over and keeps no reference. Parameters (`primals_*`), user inputs (`arg*`) and
+    incoming gradients (`tangents_*`) live on outside. Inductor decides by the same names
+    (`is_nonfreeable_buffers` in torch/_inductor/utils.py); like it, we cannot tell a saved
+    view of a parameter from a tensor of its own."""
+    return not name.startswith(("primals_", "arg", "tangents_", "fwd_rng_state", "bwd_rng_state"))
+
+
+def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: set[str],
+                freeable: set[str] = frozenset()) -> MemoryPlan:
     """Lifetimes, frees at last use and pooled reuse for the wrapper's steps. `keep`: the
-    graph's outputs; `extern_inputs`: buffers an extern call's result may alias."""
+    graph's outputs; `extern_inputs`: buffers an extern call's result may alias; `freeable`:
+    graph inputs whose memory dies with them (live from the start, counted until their last
+    use: a backward's saved activations, which make most of its peak)."""
     reuse: dict[str, str] = {}
     frees: dict[int, list[str]] = {}
     last_use, first = {}, {}
@@ -141,7 +158,7 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
             first.setdefault(n, k)
     lifetimes = {n: (first[n], last_use[n]) for n in first}
     size = {n: nbytes(get_buffer(n)) for n in first}
-    ours = {n for n in first if not isinstance(get_buffer(n), InputBuffer)}
+    counted = {n for n in first if not isinstance(get_buffer(n), InputBuffer) or (n in freeable and n not in keep)}
     allocated = {n for s in steps for n in s.allocs}
     fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
                     if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
@@ -152,11 +169,11 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
                       if last_use[n] == k and n not in keep) for k in range(len(steps))}
     # 1. every buffer freed right after its last use: the timeline reuse must not exceed
     timeline = []
-    live = 0
+    live = sum(size[n] for n in counted if isinstance(get_buffer(n), InputBuffer))
     for k, step in enumerate(steps):
         live += sum(size[n] for n in step.defines if n not in step.inplace)
         timeline.append(live)   # the step runs with its inputs and outputs alive
-        live -= sum(size[n] for n in dies[k] if n in ours and n not in lent)
+        live -= sum(size[n] for n in dies[k] if n in counted and n not in lent)
     limit = max(timeline, default=0)
     # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
     #    keeping it alive until then never lifts the timeline above that peak
@@ -184,14 +201,15 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
 
 
 def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
-    """Peak bytes of intermediates if the ATen graph ran op by op, each op allocating its
-    outputs and each tensor freed after its last user (a view keeps its base alive).
-    Composite ops that eager runs as one kernel appear here decomposed, so this slightly
-    overstates eager; it is the baseline our plan must not exceed."""
+    """Peak bytes of intermediates (and of the freeable inputs, `freeable_input`) if the ATen
+    graph ran op by op, each op allocating its outputs and each tensor freed after its last
+    user (a view keeps its base alive). Composite ops that eager runs as one kernel appear
+    here decomposed, so this slightly overstates eager; it is the baseline our plan must not
+    exceed."""
     nodes = list(gm.graph.nodes)
     root, size, end = {}, {}, {}
     for k, node in enumerate(nodes):
-        if node.op != "call_function":
+        if node.op != "call_function" and not (node.op == "placeholder" and node.users and freeable_input(node.name)):
             continue
         val = node.meta.get("val")
         tensors = [v for v in (val if isinstance(val, (list, tuple)) else [val]) if isinstance(v, torch.Tensor)]
