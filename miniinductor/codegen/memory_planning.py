@@ -73,9 +73,11 @@ def may_alias(node) -> bool:
 
 def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
     """{output: input} pairs where a kernel may write an output into the memory of an input
-    that dies in it: same layout, nobody else reads the input, and every read of it in the
-    kernel happens at the very index the output is written, before or in the writing node
-    (so no later read sees an overwritten element). Mirrors Inductor's in-place buffers."""
+    that dies in it: same layout, no later step reads the input (earlier ones may: a residual
+    read by every block and last by the one that adds the final term), no extern result may
+    be a view of it, and every read of it in the kernel happens at the very index the output
+    is written, before or in the writing node (so no later read sees an overwritten element).
+    Mirrors Inductor's in-place buffers (`can_inplace`, reused when its last reader writes)."""
     pairs, taken = {}, set()
     written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
     for out, (k, index) in written.items():
@@ -88,7 +90,10 @@ def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
                 continue
             src_buf = graph.get_buffer(src)
             fresh = isinstance(src_buf, ComputedBuffer) or (isinstance(src_buf, ExternKernel) and not may_alias(src_buf))
-            if not fresh or src_buf.layout is None or scheduler.readers(src) != [group]:
+            readers = scheduler.readers(src)
+            viewed = any(isinstance(getattr(r, "node", None), (ExternKernel, MultiOutput)) and may_alias(r.node)
+                         for r in readers)   # (an extern step reading it may have returned a view)
+            if not fresh or src_buf.layout is None or readers[-1] is not group or viewed:
                 continue
             if (src_buf.layout.size, src_buf.layout.stride, src_buf.layout.dtype) != \
                     (buf.layout.size, buf.layout.stride, buf.layout.dtype):
