@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import statistics
 import sys
 import time
@@ -81,21 +82,21 @@ def make_step(model, x, optimizer=None):
     return step
 
 
-def compiled_model(model, compiler: str):
+def compiled_model(model, compiler: str, options=None):
     torch._dynamo.reset()
     if compiler == "eager":
         return model
     if compiler == "miniinductor":
-        return miniinductor.compile(model)
+        return miniinductor.compile(model, **(options or {}))
     return torch.compile(model, backend="inductor")
 
 
-def measure(compiler: str, base, x, device: str, optimizer: bool = False, iters: int = 3) -> dict:
+def measure(compiler: str, base, x, device: str, optimizer: bool = False, iters: int = 3, options=None) -> dict:
     """{'peak': bytes above what was live before the step, 'ms': median step time,
     'grads': the parameters' gradients after the measured step}. Steps never change the
     weights unless `optimizer` (then every compiler starts from `base`'s weights too)."""
     model = copy.deepcopy(base)
-    fn = compiled_model(model, compiler)
+    fn = compiled_model(model, compiler, options)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, foreach=True) if optimizer else None
     step = make_step(fn, x, opt)
     for _ in range(2):   # compile, warm up (the backward graph is compiled in the first step)
@@ -130,6 +131,7 @@ def main():
     parser.add_argument("--optimizer", action="store_true", help="an SGD step after the backward")
     parser.add_argument("--only", default="eager,miniinductor,inductor", help="comma-separated compilers")
     parser.add_argument("--iters", type=int, default=3, help="timed steps (median)")
+    parser.add_argument("--options", default="{}", help='miniinductor options as JSON: \'{"cpu_backend": "triton"}\'')
     opts = parser.parse_args()
     cfg = dict(PRESETS[opts.preset or ("h100" if opts.device == "cuda" else "cpu")])
     cfg.update({k: getattr(opts, k) for k in cfg if getattr(opts, k) is not None})
@@ -141,13 +143,14 @@ def main():
     print(f"{name}, torch {torch.__version__}: {cfg['layers']} GPT-2 blocks, width {cfg['width']}, batch "
           f"{cfg['batch']}x{cfg['seq']}; parameters {params / MiB:.1f} MiB, input {x.nbytes / MiB:.1f} MiB"
           + ("; with an SGD step" if opts.optimizer else ""))
-    rows = {c: measure(c, base, x, device, opts.optimizer, opts.iters) for c in opts.only.split(",")}
+    options = json.loads(opts.options)
+    rows = {c: measure(c, base, x, device, opts.optimizer, opts.iters, options) for c in opts.only.split(",")}
     reference = rows.get("eager")
     print("\n| step | peak above parameters (MiB) | ms per step | max grad error vs eager |")
     print("|---|---|---|---|")
     for compiler, row in rows.items():
         err = "" if reference is None or compiler == "eager" else f"{max_error(row['grads'], reference['grads']):.1e}"
-        print(f"| {compiler} | {row['peak'] / MiB:.1f} | {row['ms']:.1f} | {err} |")
+        print(f"| {compiler} | {row['peak'] / MiB:.2f} | {row['ms']:.1f} | {err} |")
 
 
 def max_error(grads, reference) -> float:

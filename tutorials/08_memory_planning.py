@@ -82,7 +82,7 @@ for k, label in enumerate(labels):
 #   strides) -- but only if keeping the dead buffer alive until then never lifts the
 #   timeline above that budget; buffers we allocated ourselves and fresh extern results
 #   (`mm`) qualify, graph inputs and results of view-like externs do not;
-# * a C++ kernel may even write its output **in place** over an input that dies in it,
+# * a kernel may even write its output **in place** over an input that dies in it,
 #   when it reads that input only at the index it writes (`buf2 = buf1  # in-place`);
 # * a dead buffer nobody takes is freed at the step where it died.
 #

@@ -20,12 +20,14 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
     (torch/_inductor/memory.py): a dead buffer kept for a later reuse must not lift the
     real peak, which in a backward comes early, while the activations are still alive.
 
-In place (`inplace_buffers`, decided per kernel before its code is generated): a C++ kernel
+In place (`inplace_buffers`, decided per kernel before its code is generated): a kernel
 may write an output straight over an input that dies in it, read only at the same index;
 the kernel then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the
 wrapper binds `out = src`. A buffer computed into a graph input (a mutation) is bound the
 same way, `buf3 = arg2_1`, on either backend, and the plan keeps it like an output.
-Simplified: no pool across graphs; Triton kernels write in place only into mutated inputs.
+Both backends write in place (Triton kernels too, as Inductor's do: a program reads each
+element of its block before it stores over it, and no other program touches that element).
+Simplified: no pool across graphs.
 
 `plan_memory` is the pass; a `MemoryPlan` is its result.
 """
