@@ -15,10 +15,12 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
     the other extern calls (mm, bmm...) are fresh tensors and are pooled like ours;
   * record the live bytes while every step runs, so the plan's peak can be compared with
     eager's (estimated the same way from the ATen graph, op by op, see `eager_peak_bytes`).
-    Inputs whose memory `call` releases (`freeable_input`: a backward's saved activations)
+    Inputs whose memory `call` releases (`freeable_inputs`: a backward's saved activations)
     count from the start to their last use, as in Inductor's `estimate_peak_memory`
     (torch/_inductor/memory.py): a dead buffer kept for a later reuse must not lift the
     real peak, which in a backward comes early, while the activations are still alive.
+    Unlike Inductor's, the count is by storage: activations that view one forward buffer
+    (q, k and v of one matmul) free it with the last of them, views of parameters never.
 
 In place (`inplace_buffers`, decided per kernel before its code is generated): a kernel
 may write an output straight over an input that dies in it, read only at the same index;
@@ -145,17 +147,35 @@ def freeable_input(name: str) -> bool:
     at its last use)? The activations a backward graph takes from its forward are: AOTAutograd
     hands them over and keeps no reference. Parameters (`primals_*`), user inputs (`arg*`) and
     incoming gradients (`tangents_*`) live on outside. Inductor decides by the same names
-    (`is_nonfreeable_buffers` in torch/_inductor/utils.py); like it, we cannot tell a saved
-    view of a parameter from a tensor of its own."""
+    (`is_nonfreeable_buffers` in torch/_inductor/utils.py); `freeable_inputs` also sees which
+    activations are views (of a parameter, or of one forward buffer with others)."""
     return not name.startswith(("primals_", "arg", "tangents_", "fwd_rng_state", "bwd_rng_state"))
 
 
+def freeable_inputs(gm: torch.fx.GraphModule) -> dict[str, tuple[str, int]]:
+    """{graph input: (its storage, the storage's bytes)} for the inputs whose memory `call`
+    releases: `freeable_input` by name, and where capture's partitioner labelled a backward's
+    activation (`saved_storage`), the forward value whose memory it is. Several inputs may
+    share one storage (views of one forward buffer): it is freed after the last of them;
+    a view of a forward input (a parameter's transpose) is never freed, so it is left out."""
+    found = {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        if not node.users or not freeable_input(node.name) or not isinstance(val, torch.Tensor):
+            continue
+        storage = node.meta.get("saved_storage", (node.name, val.untyped_storage().nbytes()))
+        if storage is not None:
+            found[node.name] = (storage[0], _hint(storage[1]))
+    return found
+
+
 def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: set[str],
-                freeable: set[str] = frozenset()) -> MemoryPlan:
+                freeable: dict[str, tuple[str, int]] | None = None) -> MemoryPlan:
     """Lifetimes, frees at last use and pooled reuse for the wrapper's steps. `keep`: the
     graph's outputs; `extern_inputs`: buffers an extern call's result may alias; `freeable`:
-    graph inputs whose memory dies with them (live from the start, counted until their last
-    use: a backward's saved activations, which make most of its peak)."""
+    `freeable_inputs`, whose storages are live from the start and counted until the last
+    use of the last input viewing them (a backward's saved activations, which make most of
+    its peak)."""
     reuse: dict[str, str] = {}
     frees: dict[int, list[str]] = {}
     last_use, first = {}, {}
@@ -165,7 +185,16 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
             first.setdefault(n, k)
     lifetimes = {n: (first[n], last_use[n]) for n in first}
     size = {n: nbytes(get_buffer(n)) for n in first}
-    counted = {n for n in first if not isinstance(get_buffer(n), InputBuffer) or (n in freeable and n not in keep)}
+    ours = {n for n in first if not isinstance(get_buffer(n), InputBuffer)}
+    storages: dict[str, tuple[int, int]] = {}   # a freeable input's storage → (bytes, step it dies at)
+    for n, (storage, nb) in (freeable or {}).items():
+        if n in first:
+            nbytes_, end = storages.get(storage, (nb, -1))
+            storages[storage] = (max(nbytes_, nb), math.inf if n in keep else max(end, last_use[n]))
+    storages = {s: v for s, v in storages.items() if v[1] != math.inf}   # (an output's memory outlives us)
+    released: dict[int, int] = {}
+    for nb, end in storages.values():
+        released[end] = released.get(end, 0) + nb
     allocated = {n for s in steps for n in s.allocs}
     fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
                     if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
@@ -176,11 +205,11 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
                       if last_use[n] == k and n not in keep) for k in range(len(steps))}
     # 1. every buffer freed right after its last use: the timeline reuse must not exceed
     timeline = []
-    live = sum(size[n] for n in counted if isinstance(get_buffer(n), InputBuffer))
+    live = sum(nb for nb, _ in storages.values())
     for k, step in enumerate(steps):
         live += sum(size[n] for n in step.defines if n not in step.inplace)
         timeline.append(live)   # the step runs with its inputs and outputs alive
-        live -= sum(size[n] for n in dies[k] if n in counted and n not in lent)
+        live -= sum(size[n] for n in dies[k] if n in ours and n not in lent) + released.get(k, 0)
     limit = max(timeline, default=0)
     # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
     #    keeping it alive until then never lifts the timeline above that peak
@@ -208,15 +237,22 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
 
 
 def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
-    """Peak bytes of intermediates (and of the freeable inputs, `freeable_input`) if the ATen
+    """Peak bytes of intermediates (and of the freeable inputs' storages, `freeable_inputs`) if the ATen
     graph ran op by op, each op allocating its outputs and each tensor freed after its last
     user (a view keeps its base alive). Composite ops that eager runs as one kernel appear
     here decomposed, so this slightly overstates eager; it is the baseline our plan must not
     exceed."""
     nodes = list(gm.graph.nodes)
     root, size, end = {}, {}, {}
+    freeable, first_of = freeable_inputs(gm), {}   # a storage → the first input that views it
     for k, node in enumerate(nodes):
-        if node.op != "call_function" and not (node.op == "placeholder" and node.users and freeable_input(node.name)):
+        if node.op == "placeholder" and node.name in freeable:   # its storage, counted once
+            storage, nb = freeable[node.name]
+            root[node] = first_of.setdefault(storage, node)
+            if root[node] is node:
+                size[node], end[node] = nb, k
+            continue
+        if node.op != "call_function":
             continue
         val = node.meta.get("val")
         tensors = [v for v in (val if isinstance(val, (list, tuple)) else [val]) if isinstance(v, torch.Tensor)]

@@ -26,7 +26,7 @@ from ..ir.sizevars import SymbolicUnsupported
 from ..scheduler import FusedGroup
 from ..virtualized import V
 from .common import GeneratedKernel, IndentedBuffer
-from .memory_planning import MemoryPlan, Step, freeable_input, may_alias, nbytes, plan_memory
+from .memory_planning import MemoryPlan, Step, freeable_inputs, may_alias, nbytes, plan_memory
 
 
 def pysize(sizes) -> str:
@@ -161,8 +161,7 @@ class WrapperCodeGen:
         steps = [s for s, _ in self._steps()]
         extern_inputs = {n for s in steps if s.may_alias for n in s.reads}
         keep = set(_names_in(list(self.graph.outputs))) | set(self.scheduler.mutations)   # (inputs' memory)
-        freeable = {n for n in self.graph.graph_inputs if freeable_input(n)} - set(self.graph.constants)
-        return plan_memory(steps, self.graph.get_buffer, keep, extern_inputs, freeable)
+        return plan_memory(steps, self.graph.get_buffer, keep, extern_inputs, freeable_inputs(self.graph.module))
 
     def _alloc(self, buf: ComputedBuffer, plan: MemoryPlan) -> str:
         lay = buf.layout
