@@ -12,7 +12,8 @@ Inductor are compiled once in one process and timed in interleaved rounds, and t
 of `rounds` is reported, so a drift of the machine moves all three alike.
 
 Also reported per call: the GPU's busy time (the kernels' durations under
-`torch.profiler`, summed). With `--profile`: each compiled step's kernels by GPU time and
+`torch.profiler`, summed) and the peak memory it allocates (`torch.cuda.max_memory_allocated`
+above what was live before it). With `--profile`: each compiled step's kernels by GPU time and
 the top of a cProfile of its Python side. `bench_gpu.py` calls `time_models` for its table.
 """
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from peak_memory import cuda_peak_bytes  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.models import GPT2Block  # noqa: E402
@@ -103,6 +105,15 @@ def gpu_busy_ms(step, fn, iters: int = 20, per_kernel: dict | None = None) -> fl
     return total_us / iters / 1e3
 
 
+def peak_mib(step, fn) -> float:
+    """MiB one call allocates above what was live before it, at its peak (the step's
+    output and a training step's gradients included; they are freed or kept alike for
+    eager, miniinductor and Inductor). benchmarks/peak_memory.py measures a stack of blocks."""
+    if hasattr(fn, "zero_grad"):   # (an nn.Module or compiled one: gradients None before the step)
+        fn.zero_grad(set_to_none=True)
+    return cuda_peak_bytes(lambda: step(fn)) / 2 ** 20
+
+
 def replay_floor_ms(step, module, iters: int) -> float:
     """The same step recorded in one CUDA graph by hand and replayed: no guards, no
     wrappers, no input or output handling. What a reduce-overhead mode could at best reach."""
@@ -149,11 +160,13 @@ def time_models(rounds: int = 5, iters: int = 200, only: str | None = None, prof
                 times[key].append(wall_ms(step, fn, iters))
         kernels = {key: {} for key in fns}
         row = {"workload": name, "eager_ms": statistics.median(times["eager"]),
-               "eager_busy_ms": gpu_busy_ms(step, module), "rounds_ms": times}
+               "eager_busy_ms": gpu_busy_ms(step, module), "rounds_ms": times,
+               "eager_peak_mib": peak_mib(step, module)}
         for key in ("miniinductor", "inductor"):
             ms = statistics.median(times[key])
             row[key] = {"ms": ms, "x_eager": row["eager_ms"] / ms, "compile_s": compile_s[key],
-                        "busy_ms": gpu_busy_ms(step, fns[key], per_kernel=kernels[key])}
+                        "busy_ms": gpu_busy_ms(step, fns[key], per_kernel=kernels[key]),
+                        "peak_mib": peak_mib(step, fns[key])}
         if mode == "reduce-overhead":
             row["replay_floor_ms"] = replay_floor_ms(step, module, iters)
         rows.append(row)
@@ -177,12 +190,14 @@ def main():
     opts = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}")
     rows = time_models(opts.rounds, opts.iters, opts.only, opts.profile)
-    print("\n| workload | eager ms | mini ms | Inductor ms | mini x eager | Inductor x eager | GPU busy ms eager / mini / Inductor |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| workload | eager ms | mini ms | Inductor ms | mini x eager | Inductor x eager | GPU busy ms eager / mini / Inductor "
+          "| peak MiB eager / mini / Inductor |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         mi, ind = r["miniinductor"], r["inductor"]
         print(f"| {r['workload']} | {r['eager_ms']:.3f} | {mi['ms']:.3f} | {ind['ms']:.3f} | {mi['x_eager']:.2f} | "
-              f"{ind['x_eager']:.2f} | {r['eager_busy_ms']:.3f} / {mi['busy_ms']:.3f} / {ind['busy_ms']:.3f} |")
+              f"{ind['x_eager']:.2f} | {r['eager_busy_ms']:.3f} / {mi['busy_ms']:.3f} / {ind['busy_ms']:.3f} "
+              f"| {r['eager_peak_mib']:.1f} / {mi['peak_mib']:.1f} / {ind['peak_mib']:.1f} |")
 
 
 if __name__ == "__main__":

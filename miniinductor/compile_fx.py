@@ -137,16 +137,15 @@ KERNELS = {
 
 
 def generate_kernel(group, scheduler, config: Config, backend: str, graph=None, removed=None):
-    """The kernel of one fused group, its code generated. (`graph`: decide in-place writes
-    where the backend writes in place; `removed`: the buffers kept in registers, for a group
-    the schedule does not hold, else `removable_buffers`.)"""
+    """The kernel of one fused group, its code generated. (`graph`: decide in-place writes;
+    `removed`: the buffers kept in registers, for a group the schedule does not hold, else
+    `removable_buffers`.)"""
     make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
     kernel = make(group, config)
     kernel.removed = removable_buffers(group, scheduler, kernel) if removed is None else set(removed)
-    # a mutation writes through its input's pointer; where the backend writes in place, so may
-    # an output over a dying input
+    # a mutation writes through its input's pointer; so may an output over a dying input
     inplace = {n: scheduler.mutations[n] for n in group.get_names() if n in scheduler.mutations}
-    if graph is not None and graph.policy.writes_in_place:
+    if graph is not None:
         inplace |= inplace_buffers(group, scheduler, graph, kernel.removed)
     kernel.set_inplace(inplace)
     for node in group.nodes:

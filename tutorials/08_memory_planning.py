@@ -82,7 +82,7 @@ for k, label in enumerate(labels):
 #   strides) -- but only if keeping the dead buffer alive until then never lifts the
 #   timeline above that budget; buffers we allocated ourselves and fresh extern results
 #   (`mm`) qualify, graph inputs and results of view-like externs do not;
-# * a C++ kernel may even write its output **in place** over an input that dies in it,
+# * a kernel may even write its output **in place** over an input that dies in it,
 #   when it reads that input only at the index it writes (`buf2 = buf1  # in-place`);
 # * a dead buffer nobody takes is freed at the step where it died.
 #
@@ -145,11 +145,15 @@ print("three runs with new inputs match eager")
 # %% [markdown]
 # ## 4. The peak, against eager's
 #
-# `plan.timeline[k]` is the number of bytes our intermediate buffers hold after step
-# `k`, once its dead buffers are freed (graph inputs are the caller's, and not counted);
-# `plan.peak_bytes` is its maximum. `CompiledGraph.eager_peak` estimates the same for
-# eager PyTorch: it replays the ATen graph op by op, each op allocating its outputs and
-# each tensor freed after its last user (a view keeps its base alive).
+# `plan.timeline[k]` is the number of bytes live while step `k` runs: our intermediate
+# buffers, and the graph inputs that `call` frees. Parameters, user inputs and incoming
+# gradients are the caller's, and not counted; but a backward graph's saved activations
+# are handed over to it, live from the start and die at their last use, so they count
+# (without them, a dead buffer held for a reuse late in the backward looked free while
+# the activations still filled memory). `plan.peak_bytes` is its maximum.
+# `CompiledGraph.eager_peak` estimates the same for eager PyTorch: it replays the ATen
+# graph op by op, each op allocating its outputs and each tensor freed after its last
+# user (a view keeps its base alive).
 #
 # Fusion helps here as much as reuse does: an intermediate that lives in registers
 # inside a fused kernel is never allocated at all.

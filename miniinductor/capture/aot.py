@@ -6,7 +6,8 @@ the Dynamo graph through the ATen dispatcher with our decomposition table, funct
 it (no in-place ops or aliasing left inside), and -- when gradients are needed -- splits it
 into a forward and a backward graph -- with Inductor's partitioner, which saves for the
 backward only what is cheaper to keep than to recompute (a min cut: pointwise values are
-recomputed from fewer saved tensors). Each is handed to `compile_fx_inner` (our compiler
+recomputed from fewer saved tensors); we then label each saved activation with the forward
+buffer whose memory it is (`partition`), for the backward's memory plan. Each is handed to `compile_fx_inner` (our compiler
 proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
 symbolic sizes is traced as it is, in Dynamo's ShapeEnv, and compiled generic in its sizes
 (ir/sizevars.py); where that raises `SymbolicUnsupported` (an op we cannot lower with
@@ -42,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import operator
 
 import torch
 from torch._dynamo.backends.common import aot_autograd
@@ -105,7 +107,7 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
             inference_compiler=inference, decompositions=decomposition_table(
                 training=training, online_softmax=_triton_kernels(config, example_inputs)),
-            partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=True,
+            partition_fn=partition, keep_inference_input_mutations=True,
         )(gm, example_inputs)
 
 
@@ -113,6 +115,35 @@ def _triton_kernels(config: Config, example_inputs) -> bool:
     """Will this graph's kernels be Triton (a GPU tensor, or cpu_backend="triton")?"""
     return config.cpu_backend == "triton" or any(
         isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
+
+
+def partition(joint_module, joint_inputs, **kwargs):
+    """Inductor's partitioner; then each activation the backward takes is labelled with the
+    forward value whose memory it is (`node.meta["saved_storage"]`: (name, bytes), or None for
+    a view of a forward input, a parameter's transpose), for the memory plan
+    (memory_planning.freeable_inputs): a view is freed only with the last tensor of its storage."""
+    fw_module, bw_module = min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
+    forward = {n.name: n for n in fw_module.graph.nodes}
+    for node in bw_module.graph.find_nodes(op="placeholder"):
+        root = forward.get(node.name)
+        while root is not None and _views_first_arg(root):
+            root = root.args[0]
+        val = root.meta.get("val") if root is not None else None
+        if root is not None and root.op == "placeholder":
+            node.meta["saved_storage"] = None
+        elif isinstance(val, torch.Tensor):
+            node.meta["saved_storage"] = (root.name, val.untyped_storage().nbytes())
+    return fw_module, bw_module
+
+
+def _views_first_arg(node) -> bool:
+    """Is this forward value a view of its first argument (a view op, `_unsafe_view`, or an
+    item of a view op's tuple result: `split`)?"""
+    if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    if node.target is operator.getitem:
+        return _views_first_arg(node.args[0])
+    return getattr(node.target, "is_view", False) or node.target is torch.ops.aten._unsafe_view.default
 
 
 def _autocast(config: Config, example_inputs):

@@ -13,15 +13,23 @@ list of steps (a kernel or an extern call); each step reads and defines buffers.
   * never pool graph inputs, outputs, or buffers handed to an extern call whose schema
     says its result may alias an input (a view of them may still be alive); outputs of
     the other extern calls (mm, bmm...) are fresh tensors and are pooled like ours;
-  * record the live bytes after every step, so the plan's peak can be compared with
+  * record the live bytes while every step runs, so the plan's peak can be compared with
     eager's (estimated the same way from the ATen graph, op by op, see `eager_peak_bytes`).
+    Inputs whose memory `call` releases (`freeable_inputs`: a backward's saved activations)
+    count from the start to their last use, as in Inductor's `estimate_peak_memory`
+    (torch/_inductor/memory.py): a dead buffer kept for a later reuse must not lift the
+    real peak, which in a backward comes early, while the activations are still alive.
+    Unlike Inductor's, the count is by storage: activations that view one forward buffer
+    (q, k and v of one matmul) free it with the last of them, views of parameters never.
 
-In place (`inplace_buffers`, decided per kernel before its code is generated): a C++ kernel
+In place (`inplace_buffers`, decided per kernel before its code is generated): a kernel
 may write an output straight over an input that dies in it, read only at the same index;
 the kernel then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the
 wrapper binds `out = src`. A buffer computed into a graph input (a mutation) is bound the
 same way, `buf3 = arg2_1`, on either backend, and the plan keeps it like an output.
-Simplified: no pool across graphs; Triton kernels write in place only into mutated inputs.
+Both backends write in place (Triton kernels too, as Inductor's do: a program reads each
+element of its block before it stores over it, and no other program touches that element).
+Simplified: no pool across graphs.
 
 `plan_memory` is the pass; a `MemoryPlan` is its result.
 """
@@ -69,9 +77,12 @@ def may_alias(node) -> bool:
 
 def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
     """{output: input} pairs where a kernel may write an output into the memory of an input
-    that dies in it: same layout, nobody else reads the input, and every read of it in the
-    kernel happens at the very index the output is written, before or in the writing node
-    (so no later read sees an overwritten element). Mirrors Inductor's in-place buffers."""
+    that dies in it: same dtype and storage size (an mm's [512, 256] result may become a
+    [4, 128, 256] output), no later step reads the input (earlier ones may: a residual
+    read by every block and last by the one that adds the final term), no extern result may
+    be a view of it, and every read of it in the kernel happens at the very index the output
+    is written, before or in the writing node (so no later read sees an overwritten element).
+    Mirrors Inductor's in-place buffers (`can_inplace`, reused when its last reader writes)."""
     pairs, taken = {}, set()
     written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
     for out, (k, index) in written.items():
@@ -84,10 +95,12 @@ def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
                 continue
             src_buf = graph.get_buffer(src)
             fresh = isinstance(src_buf, ComputedBuffer) or (isinstance(src_buf, ExternKernel) and not may_alias(src_buf))
-            if not fresh or src_buf.layout is None or scheduler.readers(src) != [group]:
+            readers = scheduler.readers(src)
+            viewed = any(isinstance(getattr(r, "node", None), (ExternKernel, MultiOutput)) and may_alias(r.node)
+                         for r in readers)   # (an extern step reading it may have returned a view)
+            if not fresh or src_buf.layout is None or readers[-1] is not group or viewed:
                 continue
-            if (src_buf.layout.size, src_buf.layout.stride, src_buf.layout.dtype) != \
-                    (buf.layout.size, buf.layout.stride, buf.layout.dtype):
+            if MemoryPlan._key(src_buf) != MemoryPlan._key(buf):   # (the output views the memory its own way)
                 continue
             reads = [(j, d.index) for j, n in enumerate(group.nodes) for d in n.reads if d.name == src]
             if all(i == index and j <= k for j, i in reads):
@@ -129,9 +142,40 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: set[str]) -> MemoryPlan:
+def freeable_input(name: str) -> bool:
+    """Is this graph input's memory released when `call` drops it (`args.clear()`, then `del`
+    at its last use)? The activations a backward graph takes from its forward are: AOTAutograd
+    hands them over and keeps no reference. Parameters (`primals_*`), user inputs (`arg*`) and
+    incoming gradients (`tangents_*`) live on outside. Inductor decides by the same names
+    (`is_nonfreeable_buffers` in torch/_inductor/utils.py); `freeable_inputs` also sees which
+    activations are views (of a parameter, or of one forward buffer with others)."""
+    return not name.startswith(("primals_", "arg", "tangents_", "fwd_rng_state", "bwd_rng_state"))
+
+
+def freeable_inputs(gm: torch.fx.GraphModule) -> dict[str, tuple[str, int]]:
+    """{graph input: (its storage, the storage's bytes)} for the inputs whose memory `call`
+    releases: `freeable_input` by name, and where capture's partitioner labelled a backward's
+    activation (`saved_storage`), the forward value whose memory it is. Several inputs may
+    share one storage (views of one forward buffer): it is freed after the last of them;
+    a view of a forward input (a parameter's transpose) is never freed, so it is left out."""
+    found = {}
+    for node in gm.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        if not node.users or not freeable_input(node.name) or not isinstance(val, torch.Tensor):
+            continue
+        storage = node.meta.get("saved_storage", (node.name, val.untyped_storage().nbytes()))
+        if storage is not None:
+            found[node.name] = (storage[0], _hint(storage[1]))
+    return found
+
+
+def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: set[str],
+                freeable: dict[str, tuple[str, int]] | None = None) -> MemoryPlan:
     """Lifetimes, frees at last use and pooled reuse for the wrapper's steps. `keep`: the
-    graph's outputs; `extern_inputs`: buffers an extern call's result may alias."""
+    graph's outputs; `extern_inputs`: buffers an extern call's result may alias; `freeable`:
+    `freeable_inputs`, whose storages are live from the start and counted until the last
+    use of the last input viewing them (a backward's saved activations, which make most of
+    its peak)."""
     reuse: dict[str, str] = {}
     frees: dict[int, list[str]] = {}
     last_use, first = {}, {}
@@ -142,6 +186,15 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
     lifetimes = {n: (first[n], last_use[n]) for n in first}
     size = {n: nbytes(get_buffer(n)) for n in first}
     ours = {n for n in first if not isinstance(get_buffer(n), InputBuffer)}
+    storages: dict[str, tuple[int, int]] = {}   # a freeable input's storage → (bytes, step it dies at)
+    for n, (storage, nb) in (freeable or {}).items():
+        if n in first:
+            nbytes_, end = storages.get(storage, (nb, -1))
+            storages[storage] = (max(nbytes_, nb), math.inf if n in keep else max(end, last_use[n]))
+    storages = {s: v for s, v in storages.items() if v[1] != math.inf}   # (an output's memory outlives us)
+    released: dict[int, int] = {}
+    for nb, end in storages.values():
+        released[end] = released.get(end, 0) + nb
     allocated = {n for s in steps for n in s.allocs}
     fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
                     if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
@@ -152,11 +205,11 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
                       if last_use[n] == k and n not in keep) for k in range(len(steps))}
     # 1. every buffer freed right after its last use: the timeline reuse must not exceed
     timeline = []
-    live = 0
+    live = sum(nb for nb, _ in storages.values())
     for k, step in enumerate(steps):
         live += sum(size[n] for n in step.defines if n not in step.inplace)
         timeline.append(live)   # the step runs with its inputs and outputs alive
-        live -= sum(size[n] for n in dies[k] if n in ours and n not in lent)
+        live -= sum(size[n] for n in dies[k] if n in ours and n not in lent) + released.get(k, 0)
     limit = max(timeline, default=0)
     # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
     #    keeping it alive until then never lifts the timeline above that peak
@@ -184,13 +237,21 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
 
 
 def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
-    """Peak bytes of intermediates if the ATen graph ran op by op, each op allocating its
-    outputs and each tensor freed after its last user (a view keeps its base alive).
-    Composite ops that eager runs as one kernel appear here decomposed, so this slightly
-    overstates eager; it is the baseline our plan must not exceed."""
+    """Peak bytes of intermediates (and of the freeable inputs' storages, `freeable_inputs`) if the ATen
+    graph ran op by op, each op allocating its outputs and each tensor freed after its last
+    user (a view keeps its base alive). Composite ops that eager runs as one kernel appear
+    here decomposed, so this slightly overstates eager; it is the baseline our plan must not
+    exceed."""
     nodes = list(gm.graph.nodes)
     root, size, end = {}, {}, {}
+    freeable, first_of = freeable_inputs(gm), {}   # a storage → the first input that views it
     for k, node in enumerate(nodes):
+        if node.op == "placeholder" and node.name in freeable:   # its storage, counted once
+            storage, nb = freeable[node.name]
+            root[node] = first_of.setdefault(storage, node)
+            if root[node] is node:
+                size[node], end[node] = nb, k
+            continue
         if node.op != "call_function":
             continue
         val = node.meta.get("val")

@@ -11,9 +11,7 @@ phase compares backend strings.
                           inline (lowering/matmul.py)
     split_reductions      Triton: long rows or long columns cut in two (`reduction_splits`)
     mix_order_reduction   Triton: a row and a column reduction of one input share a kernel
-    writes_in_place       C++: an output may be written over a dying input
     gemm_templates        Triton: under max_autotune, matmuls may come from GEMM templates
-                          (codegen/memory_planning.py, `inplace_buffers`)
     persistent_reduction_max  Triton: the longest row reduced in one block
     online_softmax_min    the shortest row whose softmax max and sum of exp are one online
                           reduction (one pass over the row; `online_softmax`); None: never
@@ -54,7 +52,6 @@ class BackendPolicy:
     unfuse_addmm: bool
     split_reductions: bool
     mix_order_reduction: bool
-    writes_in_place: bool           # an output may take a dying input's memory (C++ kernels)
     gemm_templates: bool = False    # max_autotune may compute matmuls with Triton GEMM templates
     mix_order_min_numel: int = 0
     persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
@@ -77,9 +74,9 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
         # online softmax: a row of the C++ kernels stays in cache between its passes, and the
         # online loop computes two exps per element where the max pass computes none
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
-                             mix_order_reduction=False, writes_in_place=True, online_softmax_min=None)
+                             mix_order_reduction=False, online_softmax_min=None)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
-                         mix_order_reduction=config.mix_order_reduction, writes_in_place=False,
+                         mix_order_reduction=config.mix_order_reduction,
                          mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)
 
 
