@@ -284,3 +284,32 @@ def test_inplace_over_a_matmul_result_of_another_shape():
     assert f"{out} = reinterpret({src}, (2, 8, 16), (128, 16, 1), 0)  # in-place" in cg.wrapper_source
     check_plan_invariants(cg)
     assert cg.plan.peak_bytes == 16 * 16 * 4   # the matmul's result is the output
+
+
+def test_autotune_restores_what_a_kernel_writes_in_place(monkeypatch):
+    """max_autotune runs each candidate many times; a kernel that writes over its input
+    (here `x += 1`) must leave the input as it found it, or the real launch adds 1 twice."""
+    from miniinductor.runtime import triton_runtime
+
+    monkeypatch.setattr(triton_runtime, "benchmark", lambda fn: [fn() for _ in range(3)] and 1.0)
+    x = torch.randn(64)
+    before = x.clone()
+    best = triton_runtime.autotune(lambda c: x.add_(1), [{"XBLOCK": 32}, {"XBLOCK": 64}], True, (x,))
+    assert best in ({"XBLOCK": 32}, {"XBLOCK": 64})
+    torch.testing.assert_close(x, before, rtol=0, atol=0)
+
+
+def test_autotuned_launcher_names_its_in_place_tensors():
+    """The generated launcher hands the tensors a kernel writes in place (in_out_ptr) to the
+    autotuner; relu(x @ w + b) on Triton kernels writes bias + relu over the mm's result."""
+    torch.manual_seed(0)
+    x, w, b = torch.randn(256, 32), torch.randn(32, 64), torch.randn(64)   # 16384 outputs: several block sizes
+    fn = lambda x, w, b: torch.relu(x @ w + b)  # noqa: E731
+    with collect_compiled() as graphs:
+        out = miniinductor.compile(fn, cpu_backend="triton", max_autotune=True,
+                                   max_autotune_gemm_backends="ATEN")(x, w, b)   # mm stays an ATen call
+    torch.testing.assert_close(out, fn(x, w, b), rtol=1e-5, atol=1e-5)
+    sources = [k.source for g in graphs for k in g.kernels.values()]
+    tuned = [s for s in sources if "in_out_ptr0" in s and "autotune(" in s]
+    assert tuned, sources
+    assert all(re.search(r"autotune\(lambda c: .*, \(in_out_ptr0, \)\)", s) for s in tuned)

@@ -665,7 +665,8 @@ class TritonKernel(Kernel):
             args = ", ".join(ptrs + self.int_params())
             launch = f"{self.kernel_name()}[(cdiv({xnumel}, c['XBLOCK']),)]({args}, **c)"
             return lines + [
-                f"    if not _best: _best.append(autotune(lambda c: {launch}, {candidates!r}, {ptrs[0]}.is_cuda))",
+                f"    if not _best: _best.append(autotune(lambda c: {launch}, {candidates!r}, {ptrs[0]}.is_cuda, "
+                f"({''.join(p + ', ' for p in ptrs if p.startswith('in_out_ptr'))})))",
                 "    c = _best[0]",
                 f"    {launch}",
             ]

@@ -45,18 +45,24 @@ def cdiv(a: int, b: int) -> int:
 
 
 # --------------------------------------------------------------------------- autotuning
-def autotune(launch, candidates: list[dict], on_gpu: bool = True) -> dict:
+def autotune(launch, candidates: list[dict], on_gpu: bool = True, in_place: tuple = ()) -> dict:
     """Time `launch(config)` for each candidate block configuration; return the fastest.
-    (Kernels only write their outputs from their inputs, so launching them again is safe.)
-    On the CPU (the interpreter) timings mean nothing: the first candidate is taken."""
+    A kernel that writes over an input (`in_place`: its in_out_ptr tensors, a mutated graph
+    input or an output written over a dying input) gives another result each time it runs
+    (a bias added twice): those tensors are saved first and restored after the timing, as
+    Inductor's autotuner restores mutated arguments. On the CPU (the interpreter) timings
+    mean nothing: the first candidate is taken."""
     if not on_gpu or len(candidates) == 1:
         return candidates[0]
+    saved = [t.clone() for t in in_place]
     timings = []
     for config in candidates:
         try:
             timings.append((benchmark(lambda: launch(config)), config))
         except Exception:  # e.g. too many registers for this block: not a candidate
             continue
+    for tensor, value in zip(in_place, saved):
+        tensor.copy_(value)
     if not timings:
         raise RuntimeError(f"max_autotune: no block configuration of {len(candidates)} could launch")
     return min(timings, key=lambda t: t[0])[1]
