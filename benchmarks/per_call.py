@@ -9,8 +9,8 @@ Cases (fp32, inference under ``torch.no_grad()``, batch 1):
   mlp8       the same with Linear(8, 8): next to no arithmetic, host work only
   pointwise  relu(x * a + 1) on 64 elements
 
-Each case runs eagerly and compiled three ways: `miniinductor.compile(fn)` (which passes
-`dynamic=False`: Dynamo then patches its config on every call), `torch.compile(fn,
+Each case runs eagerly and compiled three ways: `miniinductor.compile(fn)` (our entry
+point, `dynamic=None` as torch.compile's default), `torch.compile(fn,
 backend="miniinductor")` (Dynamo's default settings, as Inductor's) and Inductor
 (`torch.compile(fn)`, default mode). Each is warmed up, then all are timed interleaved:
 each repeat runs every backend for about 100 ms (CUDA: synchronised every 10 calls) and
