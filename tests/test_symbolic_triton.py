@@ -116,6 +116,7 @@ def test_gpt2_block_sequence_lengths_compile_once():
     assert softmax.name.startswith("triton_per_") and "RBLOCK=32" in softmax.source
 
 
+@pytest.mark.sweep   # ~40 s under the interpreter; test_symbolic.py runs the same on C++ in the quick suite
 def test_gpt2_block_training_compiles_once():
     torch.manual_seed(0)
     model = GPT2Block(d_model=32, n_head=4, max_seq=32)
