@@ -109,7 +109,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
     def _kernel_lines(self, kernel) -> list[str]:
         if kernel.language != "cpp":
             raise CppWrapperUnsupported("Triton kernels are launched from the Python wrapper")
-        lines = [f"{self._handle(out)} = {self._view_as(src, out)};  // in-place: {out} is written over {src}"
+        lines = [f"{self._handle(out)} = mi_new_handle({src});  // in-place: {out} is written over {src}"
                  for out, src in kernel.inplace.items()]
         ptrs = ", ".join(f"mi_ptr({n})" for n in kernel.args)
         return [*lines, f"{kernel.name}({ptrs});  // {', '.join(kernel.origins)}"]
@@ -194,13 +194,6 @@ class CppWrapperCodeGen(WrapperCodeGen):
         if isinstance(value, Buffer):
             return value.get_name()
         raise CppWrapperUnsupported(f"a tensor argument {value!r}")
-
-    def _view_as(self, old: str, new: str) -> str:
-        """A new handle on `old`'s memory with buffer `new`'s size and strides."""
-        lay, old_lay = self.graph.get_buffer(new).layout, self.graph.get_buffer(old).layout
-        if (list(old_lay.size), list(old_lay.stride)) == (list(lay.size), list(lay.stride)):
-            return f"mi_new_handle({old})"
-        return f"mi_reinterpret({old}, {c_shape(lay.size)}, {c_shape(lay.stride)}, 0)"
 
     def _alloc(self, buf, plan: MemoryPlan) -> str:
         lay, name = buf.layout, self._handle(buf.get_name())

@@ -77,8 +77,7 @@ def may_alias(node) -> bool:
 
 def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
     """{output: input} pairs where a kernel may write an output into the memory of an input
-    that dies in it: same dtype and storage size (an mm's [512, 256] result may become a
-    [4, 128, 256] output), no later step reads the input (earlier ones may: a residual
+    that dies in it: same layout, no later step reads the input (earlier ones may: a residual
     read by every block and last by the one that adds the final term), no extern result may
     be a view of it, and every read of it in the kernel happens at the very index the output
     is written, before or in the writing node (so no later read sees an overwritten element).
@@ -100,7 +99,8 @@ def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
                          for r in readers)   # (an extern step reading it may have returned a view)
             if not fresh or src_buf.layout is None or readers[-1] is not group or viewed:
                 continue
-            if MemoryPlan._key(src_buf) != MemoryPlan._key(buf):   # (the output views the memory its own way)
+            if (src_buf.layout.size, src_buf.layout.stride, src_buf.layout.dtype) != \
+                    (buf.layout.size, buf.layout.stride, buf.layout.dtype):
                 continue
             reads = [(j, d.index) for j, n in enumerate(group.nodes) for d in n.reads if d.name == src]
             if all(i == index and j <= k for j, i in reads):

@@ -141,23 +141,17 @@ class WrapperCodeGen:
                 steps.append((step, lines[:1] + binds + lines[1:]))
         return steps
 
-    def _kernel_lines(self, kernel) -> list[str]:
+    @staticmethod
+    def _kernel_lines(kernel) -> list[str]:
         """The lines that launch `kernel` (after taking over its in-place outputs' memory)."""
         if kernel.language == "cpp":   # C functions take raw pointers (declared c_void_p) and int64 sizes ...
             ptrs = ", ".join([f"{n}.data_ptr()" for n in kernel.args] + list(kernel.size_args))
         else:                          # ... Triton launchers take the tensors
             ptrs = ", ".join(kernel.args + kernel.size_args)
         lines = [f"{out} = {src}  # {out} -> {src} (in place): the input's new value" if out in kernel.mutated
-                 else f"{out} = {self._view_as(src, out)}  # in-place: {out} is written over {src}, which dies here"
+                 else f"{out} = {src}  # in-place: {out} is written over {src}, which dies here"
                  for out, src in kernel.inplace.items()]
         return [*lines, f"{kernel.name}({ptrs})  # {', '.join(kernel.origins)}"]
-
-    def _view_as(self, old: str, new: str) -> str:
-        """`old`'s memory as buffer `new`: itself, or a view with `new`'s size and strides."""
-        lay, old_lay = self.graph.get_buffer(new).layout, self.graph.get_buffer(old).layout
-        if (list(old_lay.size), list(old_lay.stride)) == (list(lay.size), list(lay.stride)):
-            return old
-        return f"reinterpret({old}, {pysize(lay.size)}, {pysize(lay.stride)}, 0)"
 
     def plan_nbytes(self, name: str) -> int:
         with V.set_graph_handler(self.graph):   # symbolic sizes count at their traced values
@@ -173,7 +167,10 @@ class WrapperCodeGen:
         lay = buf.layout
         if buf.get_name() in plan.reuse:
             old = plan.reuse[buf.get_name()]
-            return f"{buf.get_name()} = {self._view_as(old, buf.get_name())}; del {old}  # reuse"
+            old_lay = self.graph.get_buffer(old).layout
+            if (list(old_lay.size), list(old_lay.stride)) == (list(lay.size), list(lay.stride)):   # no view to make
+                return f"{buf.get_name()} = {old}; del {old}  # reuse"
+            return f"{buf.get_name()} = reinterpret({old}, {pysize(lay.size)}, {pysize(lay.stride)}, 0); del {old}  # reuse"
         if lay.device.type == "cpu" or lay.device == self._guarded_device():
             return (f"{buf.get_name()} = empty_strided_{lay.device.type}"
                     f"({pysize(lay.size)}, {pysize(lay.stride)}, {lay.dtype})")
