@@ -13,7 +13,7 @@ path's (status "fail"); if it fails as well, the static sweep reports it and thi
 skips it ("fails static too"). The summary counts how many samples ran through a symbolic
 graph, so a sweep that never went symbolic cannot pass unnoticed.
 
-  MINIINDUCTOR_OPINFO_DYNAMIC_BUDGET_S   seconds for the sweep (default 420; every op took 427 s alone on 2 cores, and CI runs it beside the static sweeps)
+  MINIINDUCTOR_OPINFO_DYNAMIC_BUDGET_S   seconds for the sweep (default 420; all ops took 427 s alone, on 2 cores)
   MINIINDUCTOR_OPINFO_OPS                comma-separated op names to restrict to
 """
 from __future__ import annotations
