@@ -19,8 +19,18 @@ def to_device(args, device):
     return tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, args)
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=[t[0] + "-triton" for t in TARGETS])
-@pytest.mark.parametrize("c", CASES, ids=[c.name for c in CASES])
+#: (case, device) pairs too slow for the quick suite under Triton's interpreter (~20 s): sweeps
+SLOW_UNDER_INTERPRETER = {("reduce_long_rows", "cpu")}
+
+
+def _params():
+    for c in CASES:
+        for device, options in TARGETS:
+            marks = [pytest.mark.sweep] if (c.name, device) in SLOW_UNDER_INTERPRETER else []
+            yield pytest.param(c, (device, options), id=f"{c.name}-{device}-triton", marks=marks)
+
+
+@pytest.mark.parametrize("c, target", list(_params()))
 def test_case_on_target(c, target):
     device, options = target
     args = to_device(c.make_inputs(), device)
