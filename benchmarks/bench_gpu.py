@@ -9,7 +9,8 @@ measured in the same run. The model rows come from `bench_models.py`: wall-clock
 step, in interleaved rounds, because those steps are partly bound by the host. First-call compile time (cold caches) is reported
 per workload. Prints a markdown table; `--out` also writes JSON. `--only TEXT` runs only the
 workloads whose name contains TEXT (and no model rows), e.g. `--only cross --only conv` for the
-cross-entropy and conv-BatchNorm-ReLU rows.
+cross-entropy and conv-BatchNorm-ReLU rows. `--profile` also prints, per workload, every
+kernel of one call by GPU time (torch.profiler) for eager, miniinductor and Inductor.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="ind_ca
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
-from bench_models import compile_timed, time_models  # noqa: E402
+from bench_models import compile_timed, gpu_busy_ms, time_models  # noqa: E402
 from triton.testing import do_bench  # noqa: E402
 
 
@@ -112,6 +113,16 @@ def workloads(quick: bool, dtype):
     }
 
 
+def print_kernels(workload: str, call, fns: dict):
+    """Each backend's kernels of one call, slowest first, in microseconds of GPU time."""
+    for key, fn in fns.items():
+        kernels = {}
+        busy = gpu_busy_ms(call, fn, per_kernel=kernels)
+        print(f"--- {workload}, {key}: {busy * 1e3:.1f} us of GPU time per call")
+        for name, us in sorted(kernels.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"  {us:9.1f}  {name[:110]}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
@@ -119,6 +130,7 @@ def main():
     parser.add_argument("--markdown", help="also write the table, command and device to this file")
     parser.add_argument("--only", action="append", help="only the workloads whose name contains this "
                         "(repeatable; no model rows)")
+    parser.add_argument("--profile", action="store_true", help="print each call's kernels by GPU time")
     opts = parser.parse_args()
     rows = []
     src = torch.empty(256 * 2**20 // 4, device="cuda")
@@ -133,6 +145,7 @@ def main():
             call = (lambda f: how[0](f, *args)) if how else (lambda f: f(*args))   # noqa: E731
             row = {"workload": f"{name} {str(dtype)[6:]}"}
             eager_ms = do_bench(lambda: call(fn))
+            compiled_fns = {}
             for backend in ("miniinductor", "inductor"):
                 try:
                     compiled, compile_s = compile_timed(fn, backend, call)
@@ -143,11 +156,14 @@ def main():
                     torch.testing.assert_close(got, want, **tol)
                     ms = do_bench(lambda: call(compiled))
                     row[backend] = {"ms": ms, "x_eager": eager_ms / ms, "compile_s": compile_s}
+                    compiled_fns[backend] = compiled
                     if min_bytes:
                         row[backend]["bw_frac"] = min_bytes / ms / 1e9 / copy_bw
                 except Exception as exc:  # a failing backend is a row, not a crash
                     row[backend] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             row["eager_ms"] = eager_ms
+            if opts.profile:
+                print_kernels(row["workload"], call, {"eager": fn, **compiled_fns})
             rows.append(row)
             print(json.dumps(row))
     # model steps: wall clock per step in interleaved rounds (bench_models.py says why)

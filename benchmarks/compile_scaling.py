@@ -68,7 +68,7 @@ def opt_decoder(n_layers: int):
             T, low = ids.shape[1], torch.finfo(torch.float32).min
             positions = torch.cumsum(attention_mask, dim=1) * attention_mask - 1
             x = self.tokens(ids) + self.positions(positions + 2)
-            mask = torch.full((T, T), low).triu(1) + (1.0 - attention_mask[:, None, None, :].float()) * low
+            mask = torch.full((T, T), low, device=ids.device).triu(1) + (1.0 - attention_mask[:, None, None, :].float()) * low
             for layer in self.layers:
                 x = layer(x, mask)
             return self.head(self.ln(x))
