@@ -337,6 +337,16 @@ def test_low_precision_computes_in_float32(dtype):
     assert ".to(tl.float32)" in c.source()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_integers_to_low_precision(dtype):
+    """int64/int32/bool -> float16/bfloat16: a mean's element count (cross-entropy's), a mask.
+    Triton's interpreter cast the integer's bits instead of its value (2 -> 0.0), so a bfloat16
+    cross-entropy under it was inf; on the GPU the direct cast was right all along."""
+    i = torch.randint(-300, 300, (6, 9), device=DEVICE)
+    check(lambda i, x: (i.to(dtype) * x, i.int().to(dtype) + 1, (i > 0).to(dtype), (i != 0).sum().to(dtype)),
+          i, randn(6, 9, dtype=dtype))
+
+
 def test_float64():
     check(lambda x: (torch.exp(x) * 2).sum(-1), randn(4, 9, dtype=torch.float64))
 
