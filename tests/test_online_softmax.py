@@ -167,3 +167,30 @@ def test_persistent_rows_keep_two_reductions(online_min):
     online_min(64)
     sources = run_checked(fn, "triton", (x,), (specials(x),), **TOL)
     assert any("_online_softmax_reduce(tl.where(xmask & rmask" in s for s in sources)
+
+
+def saved_for_backward(graphs):
+    """{name: (size, dtype)} of the backward graph's inputs that the forward saved."""
+    backward = graphs[-1].graph
+    return {n: (list(backward.graph_inputs[n].get_size()), backward.graph_inputs[n].get_dtype())
+            for n in backward.graph_input_names if n in backward.graph_inputs and not n.startswith("tangents")}
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_bfloat16_cross_entropy_backward_recomputes_from_the_logits(backend, online_min):
+    """A bfloat16 log_softmax rounds its float32 result to bfloat16 and its backward upcasts it
+    again: joint_graph.py drops that round trip and puts our prepare_softmax_online on the
+    partitioner's lists, so the forward saves the logits (alive anyway) and two floats per
+    row, not a [rows, vocab] log-softmax that the forward would have to write (as Inductor).
+    Gradients: conftest's bfloat16 tolerances against eager (which rounds in between)."""
+    online_min(PERSISTENT_REDUCTION_MAX + 1)   # C++ through prepare_softmax_online too; looped rows
+    x, t = torch.randn(2, N, dtype=torch.bfloat16, requires_grad=True), torch.randint(0, N, (2,))
+    with collect_compiled() as graphs:
+        sources = run_checked(lambda x, t: F.cross_entropy(x, t), backend, (x, t), grads=True)
+    assert_online(sources, backend)
+    saved = saved_for_backward(graphs)
+    big = {n: s for n, s in saved.items() if s[0] == [2, N]}
+    assert big == {"primals_1": ([2, N], torch.bfloat16)}, saved
+    assert all(size == [2, 1] and dtype == torch.float32 for n, (size, dtype) in saved.items()
+               if size[:1] == [2] and n not in ("primals_1", "primals_2")), saved
+

@@ -54,6 +54,7 @@ from ..config import Config
 from ..ir.sizevars import SymbolicUnsupported
 from .decompositions import decomposition_table
 from .freezing import compile_frozen, frozen_candidates
+from .joint_graph import partitioner_knows_our_ops, remove_pointless_converts
 from .specialize import PerShape, Specializer, _compile_id, has_symbolic_inputs
 from .specialize import log as dynamic_log
 
@@ -118,11 +119,14 @@ def _triton_kernels(config: Config, example_inputs) -> bool:
 
 
 def partition(joint_module, joint_inputs, **kwargs):
-    """Inductor's partitioner; then each activation the backward takes is labelled with the
+    """The joint graph's passes (joint_graph.py), then Inductor's partitioner; then each activation the backward takes is labelled with the
     forward value whose memory it is (`node.meta["saved_storage"]`: (name, bytes), or None for
     a view of a forward input, a parameter's transpose), for the memory plan
     (memory_planning.freeable_inputs): a view is freed only with the last tensor of its storage."""
-    fw_module, bw_module = min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
+    if remove_pointless_converts(joint_module.graph, kwargs["num_fwd_outputs"]):
+        joint_module.recompile()
+    with partitioner_knows_our_ops():
+        fw_module, bw_module = min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
     forward = {n.name: n for n in fw_module.graph.nodes}
     for node in bw_module.graph.find_nodes(op="placeholder"):
         root = forward.get(node.name)
