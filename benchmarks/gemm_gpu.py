@@ -8,7 +8,8 @@
     python benchmarks/gemm_gpu.py --only MLP --options '{"coordinate_descent_tuning": true}'
 
 Workloads: an MLP on a 4096x1024 batch (Linear 1024->4096, GELU, Linear 4096->1024) in
-float32 and bfloat16, and a GPT-2 block forward (B=8, T=512, d=768). For each: GPU ms per
+float32 and bfloat16, a GPT-2 block forward (B=8, T=512, d=768) and a GPT-2 block training
+step (forward, then the backward of the output's sum; B=8, T=256). For each: GPU ms per
 call (median of `triton.testing.do_bench`) for eager (cuBLAS), ours and Inductor in the
 same `--mode`, and each compiler's first call in seconds (compile and autotuning
 included, cold caches: fresh cache folders per process). Then ours with
@@ -53,43 +54,58 @@ def mlp(width: int, hidden: int) -> nn.Module:
     return nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
 
 
+def forward(fn, x):
+    with torch.no_grad():
+        return fn(x)
+
+
+def train_step(fn, x):
+    out = fn(x)
+    out.sum().backward()
+    return out
+
+
 def workloads(smoke: bool) -> dict:
-    """{name: (module, input)}, on the GPU (or tiny, on the CPU, with --smoke)."""
+    """{name: (module, input, step)}, on the GPU (or tiny, on the CPU, with --smoke); `step(fn, x)`
+    runs one call (forward under no_grad, or a training step) and returns the output."""
     torch.manual_seed(0)
     device = "cpu" if smoke else "cuda"
     batch, width, hidden = (40, 24, 48) if smoke else (4096, 1024, 4096)
     found = {}
     for dtype in (torch.float32, torch.bfloat16):
         name = f"MLP {batch}x{width} {str(dtype).removeprefix('torch.')}"
-        found[name] = (mlp(width, hidden).to(device, dtype).eval(), torch.randn(batch, width, device=device, dtype=dtype))
+        found[name] = (mlp(width, hidden).to(device, dtype).eval(), torch.randn(batch, width, device=device, dtype=dtype),
+                       forward)
     b, t, d, heads = (1, 8, 16, 2) if smoke else (8, 512, 768, 12)
-    found[f"GPT-2 block fwd B{b} T{t} d{d}"] = (GPT2Block(d, heads).to(device).eval(), torch.randn(b, t, d, device=device))
+    found[f"GPT-2 block fwd B{b} T{t} d{d}"] = (GPT2Block(d, heads).to(device).eval(), torch.randn(b, t, d, device=device),
+                                               forward)
+    t = t // 2
+    found[f"GPT-2 block fwd+bwd B{b} T{t} d{d}"] = (GPT2Block(d, heads).to(device), torch.randn(b, t, d, device=device),
+                                                   train_step)
     return found
 
 
-def time_ms(fn, x, smoke: bool) -> float:
-    with torch.no_grad():
-        if smoke:
-            start = time.perf_counter()   # one interpreted call: the smoke run only checks that it runs
-            fn(x)
-            return (time.perf_counter() - start) * 1e3
-        from triton.testing import do_bench
-        return do_bench(lambda: fn(x), warmup=25, rep=200)
+def time_ms(fn, x, smoke: bool, step=forward) -> float:
+    if smoke:
+        start = time.perf_counter()   # one interpreted call: the smoke run only checks that it runs
+        step(fn, x)
+        return (time.perf_counter() - start) * 1e3
+    from triton.testing import do_bench
+    return do_bench(lambda: step(fn, x), warmup=25, rep=200)
 
 
-def kernel_times(fn, x, smoke: bool, calls: int = 10) -> dict:
+def kernel_times(fn, x, smoke: bool, step=forward, calls: int = 10) -> dict:
     """{kernel: ms per call of fn(x)} from torch.profiler, slowest first: the GPU's kernels
     (a Triton kernel under its name, cuBLAS's under theirs); with --smoke the CPU's ops
     (interpreted kernels show as the torch ops they run), to check that the code runs."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
-    with torch.no_grad():
-        fn(x)
-        with profile(activities=[ProfilerActivity.CPU if smoke else ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                fn(x)
-            if not smoke:
-                torch.cuda.synchronize()
+    step(fn, x)
+    with profile(activities=[ProfilerActivity.CPU if smoke else ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            step(fn, x)
+        if not smoke:
+            torch.cuda.synchronize()
     times = {e.key: (e.self_cpu_time_total if smoke else e.self_device_time_total) / calls / 1e3
              for e in prof.key_averages() if smoke or e.device_type == DeviceType.CUDA}
     return dict(sorted(((k, ms) for k, ms in times.items() if ms > 0), key=lambda kv: -kv[1])[:12])
@@ -102,18 +118,18 @@ def print_kernel_times(row: dict):
             print("\n".join(f"    {ms:9.4f}  {name[:100]}" for name, ms in row[f"{label}_profile"].items()), flush=True)
 
 
-def first_call(make, x, smoke: bool, reference=None):
+def first_call(make, x, smoke: bool, reference=None, step=forward):
     """(the compiled function, seconds its first call took, the graphs we compiled). With
     `reference` (eager's output), the first call's output must match it: relative error
     (max |out - ref| / max |ref|) under 2e-2 (bfloat16 rounds to 8 bits; float32 in IEEE
     or TF32 sums in other orders) -- a wrong kernel is an error of order 1."""
     torch._dynamo.reset()
-    with collect_compiled() as graphs, torch.no_grad():
+    with collect_compiled() as graphs:
         fn = make()
         if not smoke:
             torch.cuda.synchronize()
         start = time.perf_counter()
-        out = fn(x)
+        out = step(fn, x)
         if not smoke:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
@@ -127,35 +143,35 @@ def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool
         options: dict | None = None) -> list[dict]:
     ours_options = {**({"cpu_backend": "triton"} if smoke else {}), **(options or {})}
     rows = []
-    for name, (module, x) in workloads(smoke).items():
+    for name, (module, x, step) in workloads(smoke).items():
         if only and only.lower() not in name.lower():
             continue
-        row = {"workload": name, "eager_ms": time_ms(module, x, smoke)}
+        row = {"workload": name, "eager_ms": time_ms(module, x, smoke, step)}
         if profile:
-            row["eager_profile"] = kernel_times(module, x, smoke)
-        with torch.no_grad():
-            reference = module(x)
+            row["eager_profile"] = kernel_times(module, x, smoke, step)
+        reference = step(module, x).detach()
         ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
-                                                    x, smoke, reference)
-        row["ours_ms"] = time_ms(ours, x, smoke)
+                                                    x, smoke, reference, step)
+        row["ours_ms"] = time_ms(ours, x, smoke, step)
         if profile:
-            row["ours_profile"] = kernel_times(ours, x, smoke)
+            row["ours_profile"] = kernel_times(ours, x, smoke, step)
         if not smoke:
-            inductor, row["inductor_compile_s"], _ = first_call(lambda: torch.compile(module, mode=mode), x, smoke)
-            row["inductor_ms"] = time_ms(inductor, x, smoke)
+            inductor, row["inductor_compile_s"], _ = first_call(lambda: torch.compile(module, mode=mode), x, smoke,
+                                                                step=step)
+            row["inductor_ms"] = time_ms(inductor, x, smoke, step)
         triton_only, _, graphs = first_call(lambda: miniinductor.compile(
-            module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference)
-        row["triton_only_ms"] = time_ms(triton_only, x, smoke)
+            module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference, step)
+        row["triton_only_ms"] = time_ms(triton_only, x, smoke, step)
         if profile:
-            row["triton_only_profile"] = kernel_times(triton_only, x, smoke)
+            row["triton_only_profile"] = kernel_times(triton_only, x, smoke, step)
         row["aten_matmuls_left"] = sum(g.wrapper_source.count(op) for g in graphs for op in ATEN_MATMULS)
         if tma:   # every matmul from a template, persistent ones (TMA on 9.0+) among the choices
             tma_fn, _, graphs = first_call(lambda: miniinductor.compile(
                 module, mode=mode, max_autotune_gemm_backends="TRITON", enable_persistent_tma_matmul=True,
-                **ours_options), x, smoke, reference)
-            row["tma_ms"] = time_ms(tma_fn, x, smoke)
+                **ours_options), x, smoke, reference, step)
+            row["tma_ms"] = time_ms(tma_fn, x, smoke, step)
             if profile:
-                row["tma_profile"] = kernel_times(tma_fn, x, smoke)
+                row["tma_profile"] = kernel_times(tma_fn, x, smoke, step)
             sources = "".join(k.source for g in graphs for k in g.kernels.values())
             row["tma_kernels"] = sources.count("tl.make_tensor_descriptor") // 2
         rows.append(row)
