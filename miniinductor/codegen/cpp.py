@@ -34,9 +34,13 @@ A reduction over a row of 64 or more elements folds into 32 lane accumulators
 (`_codegen_lane_loops`): independent chains of vector adds where one accumulator waits on
 each add's latency (the layer norm kernel's compute on a cached row: 30 -> 19 us per 64 rows
 of 1024 on a 2-core EPYC), as Inductor's vectorised reductions keep several accumulators.
-No Welford (a variance is two passes over the row, its mean's sum shared with the mean's:
-lowering/reductions.make_reduction), no tiling of row reductions, no cascade (blocked) sums;
-argmax/argmin stay in the row form. Softmax is the max, then one pass for exp and its sum,
+A variance is one Welford reduction (lowering/reductions.var, `_welford`): each lane keeps a
+mean and m2, the lanes of a row take one element each per step and so share one count and one
+reciprocal (`mi_welford_step`: a division per step of 32, not per element; Inductor keeps a
+table of reciprocals), and are folded by halves with Chan's combine after the loop; a column
+tile's columns share the count likewise. Without lanes (a short row where forced: the policy
+keeps two vectorized sums there) the Welford loop is scalar. No tiling of row reductions, no
+cascade (blocked) sums; argmax/argmin stay in the row form. Softmax is the max, then one pass for exp and its sum,
 then the division: the online reduction (lowering/softmax.py, `mi_online_softmax_combine`)
 is generated where the policy asks for it, but the C++ policy does not (a scalar loop with two
 exps per element measured 6x slower than the two vectorized passes over a row in cache).

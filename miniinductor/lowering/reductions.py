@@ -249,23 +249,22 @@ def var(x, dims=None, correction=None, keepdim=False, output_dtype=None, **kwarg
     count = math.prod(size[d] for d in dims)
     xnumel = math.prod(n for d, n in enumerate(size) if d not in dims)
     if dims and _static(count) != 0 and V.graph.policy.welford(_static(xnumel), _static(size[dims[-1]])):
-        total = _welford(x32, dims, count)
+        total = _welford(x32, dims, keepdim, count)
     else:
         mean_ = make_pointwise(lambda v, n: ops.truediv(v, n), (make_reduction(x32, dims, True, "sum"), _count(count)), acc)
         deviation = make_pointwise(lambda v, m: ops.mul(ops.sub(v, m), ops.sub(v, m)), (x32, mean_), acc)
-        total = make_reduction(deviation, dims, True, "sum")
+        total = make_reduction(deviation, dims, keepdim, "sum")
     if is_static(count):
         count = max(count - correction, 0)
     elif V.graph.sizevars.statically_known_leq(correction, count):
         count = count - correction
     else:
         raise SymbolicUnsupported(f"var of {count} elements with correction {correction}: may be negative")
-    out = make_pointwise(lambda v, n: ops.truediv(v, n), (total, _count(count)), acc, x.get_dtype())
-    return out if keepdim else reshape(out, [n for d, n in enumerate(size) if d not in dims])
+    return make_pointwise(lambda v, n: ops.truediv(v, n), (total, _count(count)), acc, x.get_dtype())
 
 
-def _welford(x, dims, count):
-    """m2 of `x` over `dims` (kept as size-1 dims) from one "welford_reduce" (Inductor's
+def _welford(x, dims, keepdim, count):
+    """m2 of `x` over `dims` from one "welford_reduce" (Inductor's
     WelfordReduction): per element, with n the count so far,
 
         delta = v - mean;  mean += delta / n;  m2 += delta * (v - mean)
@@ -289,7 +288,7 @@ def _welford(x, dims, count):
                              x.get_dtype())
     row_sum.realize()   # stored once per row, where a loop over the row would load x[first] at each element
     V.graph.reductions[(id(x), tuple(dims), "sum", x.get_dtype(), x.get_dtype(), None)] = (x, row_sum)
-    return m2
+    return m2 if keepdim else reshape(m2, [n for d, n in enumerate(size) if d not in dims])
 
 
 def _static(n):
