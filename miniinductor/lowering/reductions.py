@@ -270,10 +270,11 @@ def _welford(x, dims, keepdim, count):
         delta = v - mean;  mean += delta / n;  m2 += delta * (v - mean)
 
     over v = x - x[first], each value minus its row's first element (x at index 0 along the
-    reduced dims): Welford in float32 on a row of 1e4 + randn keeps a mean whose rounding
-    (ulp 1e-3) enters m2 at every step, a relative error of ~2e-4; shifted, the mean is
-    O(std) and the error ~3e-7, as eager's (which accumulates in float64). A far-off first
-    element costs nothing: Welford does not cancel, shifted or not. The row's sum (its mean
+    reduced dims): Welford in float32 on rows of 1e4 + randn keeps a mean whose rounding
+    (ulp 1e-3) enters m2 at every step, a relative error of ~2e-4 (simulated); shifted, the
+    mean is O(std) and the kernel's error 1.9e-7 (eager's var, accumulating in float64:
+    5e-8; docs/benchmarks.md). A far-off first element costs nothing: Welford does not
+    cancel, shifted or not. The row's sum (its mean
     times N) is registered as the sum of x over `dims`, so that a `mean` or `sum` of the same
     x (layer norm's, batch norm's, var_mean's) reads it rather than reducing again."""
     size, load = x.get_size(), x.make_loader()
