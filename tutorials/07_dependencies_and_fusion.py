@@ -322,20 +322,16 @@ assert bytes_on == minimum and bytes_off > bytes_on
 
 # %% [markdown]
 # Where does the unfused number come from? These rows are long (512): the C++ kernels
-# compute their variance as one *Welford* reduction (`lowering/reductions.var`; the rows of
-# 32 in section 1 keep two sums, which are faster there), whose two outputs, each row's
-# mean and m2 (the sum of squared deviations from it), are `buf0` and `buf1`. Fused, one
-# loop over the row computes both; unfused, each is a kernel of its own that reads `x` in
-# full. `buf2` is the row sum (the Welford runs on `x` minus each row's first element, for
-# float32 accuracy, so the sum is `(mean + x[row, 0]) * C`): it reads only one element
-# of each row, but a kernel's argument counts in full, and it is written over `buf0`, which
-# dies there (in place). The output kernel reads `x` once more, `buf2` and `buf1`. So `x` is
-# read four times (`4 * R*C` floats), the statistics take `5 * R` (`buf0` and `buf1`
-# written, `buf0`-then-`buf2` read and written in place, `buf2` and `buf1` read), the weight
-# and the bias `2 * C`, and the output is written once (`R*C`): `(5*R*C + 5*R + 2*C) * 4`
-# bytes, 2.5 times the minimum. (The decomposition also sums `x` for the mean;
-# `make_reduction` hands it the Welford's row sum rather than reducing again.) Let's check
-# the arithmetic against the kernels' own argument lists:
+# compute the variance as one *Welford* reduction (`lowering/reductions.var`; the rows of
+# 32 in section 1 keep two sums, which are faster there), which gives m2, each row's sum of
+# squared deviations from its mean, in one pass; the mean is the decomposition's own sum of
+# `x`, which the fused kernel computes in the same loop. Unfused, each of the three kernels
+# reads `x` in full (`3 * R*C` floats): the Welford m2 `buf0`, the row sum `buf1`, and the
+# output; `buf0` and `buf1` are each written once and read once (`4 * R`); the weight and
+# the bias are read once (`2 * C`) and the output is written once (`R*C`):
+# `(4*R*C + 4*R + 2*C) * 4` bytes, about 2 times the minimum. (With two passes, the
+# variance's mean is the same sum: `make_reduction` computes the same reduction of the same
+# value once.) Let's check the arithmetic against the kernels' own argument lists:
 
 # %%
 off = miniinductor.explain(layer_norm, *big_args, fusion=False)
@@ -344,7 +340,7 @@ for k in off.kernels:
           f"({k.bytes_moved / (R * C * 4):.2f} x the input)")
 total = sum(k.bytes_moved for k in off.kernels)
 print(f"  total {total:,d} bytes = {total / minimum:.2f} x the minimum")
-assert total == bytes_off == (5 * R * C + 5 * R + 2 * C) * 4
+assert total == bytes_off == (4 * R * C + 4 * R + 2 * C) * 4
 
 # %% [markdown]
 # For memory-bound work, time follows bytes: the fused layer norm moves about

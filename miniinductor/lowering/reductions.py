@@ -56,7 +56,7 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None,
     The same reduction of the same value is computed once per graph: layer norm's
     decomposition sums x for its mean and again inside a two-pass `var`; the second gets the
     first's buffer, reshaped where keepdim differs, and the kernel one pass less over each
-    row. A Welford `var` registers its row sum here for the mean to find (`_welford`)."""
+    row."""
     size = x.get_size()
     dims = _dims(x, dims)
     kept = [d for d in range(len(size)) if d not in dims]
@@ -249,7 +249,7 @@ def var(x, dims=None, correction=None, keepdim=False, output_dtype=None, **kwarg
     count = math.prod(size[d] for d in dims)
     xnumel = math.prod(n for d, n in enumerate(size) if d not in dims)
     if dims and _static(count) != 0 and V.graph.policy.welford(_static(xnumel), _static(size[dims[-1]])):
-        total = _welford(x32, dims, keepdim, count)
+        total = _welford(x32, dims, keepdim)
     else:
         mean_ = make_pointwise(lambda v, n: ops.truediv(v, n), (make_reduction(x32, dims, True, "sum"), _count(count)), acc)
         deviation = make_pointwise(lambda v, m: ops.mul(ops.sub(v, m), ops.sub(v, m)), (x32, mean_), acc)
@@ -263,9 +263,9 @@ def var(x, dims=None, correction=None, keepdim=False, output_dtype=None, **kwarg
     return make_pointwise(lambda v, n: ops.truediv(v, n), (total, _count(count)), acc, x.get_dtype())
 
 
-def _welford(x, dims, keepdim, count):
-    """m2 of `x` over `dims` from one "welford_reduce" (Inductor's
-    WelfordReduction): per element, with n the count so far,
+def _welford(x, dims, keepdim):
+    """m2 of `x` over `dims` from one "welford_reduce" (Inductor's WelfordReduction): per
+    element, with n the count so far,
 
         delta = v - mean;  mean += delta / n;  m2 += delta * (v - mean)
 
@@ -274,22 +274,17 @@ def _welford(x, dims, keepdim, count):
     (ulp 1e-3) enters m2 at every step, a relative error of ~2e-4 (simulated); shifted, the
     mean is O(std) and the kernel's error 1.9e-7 (eager's var, accumulating in float64:
     5e-8; docs/benchmarks.md). A far-off first element costs nothing: Welford does not
-    cancel, shifted or not. The row's sum (its mean
-    times N) is registered as the sum of x over `dims`, so that a `mean` or `sum` of the same
-    x (layer norm's, batch norm's, var_mean's) reads it rather than reducing again."""
+    cancel, shifted or not. The Welford mean itself (output 0) is not used: a `mean` or `sum`
+    of the same x (layer norm's, var_mean's) stays a sum, which the kernel computes in the
+    same loop; derived from the Welford mean (N * (mean + x[first])) a row sum of 1000 randn
+    was 20x less accurate than eager's."""
     size, load = x.get_size(), x.make_loader()
 
-    def first(index):
-        return load([0 if d in dims else i for d, i in enumerate(index)])
-    shifted = StorageBox(Pointwise(x.get_device(), x.get_dtype(), lambda index: ops.sub(load(index), first(index)), size))
-    mean, m2 = (make_reduction(shifted, dims, True, "welford_reduce", output_index=k) for k in (0, 1))
-    kept = [1 if d in dims else n for d, n in enumerate(size)]
-    row_sum = make_pointwise(lambda m, k, n: ops.mul(ops.add(m, k), n),
-                             (mean, StorageBox(Pointwise(x.get_device(), x.get_dtype(), first, kept)), _count(count)),
-                             x.get_dtype())
-    row_sum.realize()   # stored once per row, where a loop over the row would load x[first] at each element
-    V.graph.reductions[(id(x), tuple(dims), "sum", x.get_dtype(), x.get_dtype(), None)] = (x, row_sum)
-    return m2 if keepdim else reshape(m2, [n for d, n in enumerate(size) if d not in dims])
+    def shifted(index):
+        return ops.sub(load(index), load([0 if d in dims else i for d, i in enumerate(index)]))
+    m2 = make_reduction(StorageBox(Pointwise(x.get_device(), x.get_dtype(), shifted, size)), dims, keepdim,
+                        "welford_reduce", output_index=1)
+    return m2
 
 
 def _static(n):
