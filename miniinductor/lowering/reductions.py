@@ -275,15 +275,19 @@ def _welford(x, dims, keepdim):
     mean is O(std) and the kernel's error 1.9e-7 (eager's var, accumulating in float64:
     5e-8; docs/benchmarks.md). A far-off first element costs nothing: Welford does not
     cancel, shifted or not. The Welford mean itself (output 0) is not used: a `mean` or `sum`
-    of the same x (layer norm's, var_mean's) stays a sum, which the kernel computes in the
-    same loop; derived from the Welford mean (N * (mean + x[first])) a row sum of 1000 randn
-    was 20x less accurate than eager's."""
+    of the same x (layer norm's, var_mean's) stays a sum, computed in the same loop; derived
+    from the Welford mean (N * (mean + x[first])) a row sum of 1000 randn was 20x less
+    accurate than eager's."""
     size, load = x.get_size(), x.make_loader()
 
     def shifted(index):
         return ops.sub(load(index), load([0 if d in dims else i for d, i in enumerate(index)]))
     m2 = make_reduction(StorageBox(Pointwise(x.get_device(), x.get_dtype(), shifted, size)), dims, keepdim,
                         "welford_reduce", output_index=1)
+    # the sum a mean of x will ask for (make_reduction computes it once), made here so that it
+    # comes before the variance's consumers: a kernel then computes it in the Welford's loop
+    # (var_mean over columns: one tiled loop, not two loops); dead code where nothing reads it
+    make_reduction(x, dims, True, "sum")
     return m2
 
 
