@@ -8,9 +8,9 @@ logsumexp and friends arrive here already decomposed into these by `capture/`.
 
 A variance (`var`: also var_mean, std, layer and batch norm) is one Welford reduction
 (`welford_reduce`, two outputs: the mean and m2, the sum of squared deviations) where the
-backend policy says so (`BackendPolicy.welford`: C++ kernels), reading each row once; else
-two passes, a sum for the mean and a sum of squared deviations (Triton: a persistent row is
-in registers for both).
+backend policy says so (`BackendPolicy.welford`: C++ kernels), reading each row once (a mean
+of the same rows stays a sum, computed in the same loop); else two passes, a sum for the mean
+and a sum of squared deviations (Triton: a persistent row is in registers for both).
 
 Split reductions (Triton kernels only; Inductor's `Reduction.create` → `create_multilayer`
 in `torch/_inductor/ir.py`): a reduction with few outputs and long rows -- `x.sum()` of a
