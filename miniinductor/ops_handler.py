@@ -31,10 +31,12 @@ SPECIAL_OPS = (
     "indirect_indexing masked where"
 ).split()
 ALL_OPS = UNARY_OPS + BINARY_OPS + SPECIAL_OPS
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "online_softmax_reduce")
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "online_softmax_reduce", "welford_reduce")
 #: reductions that give several values at once, each stored by its own buffer (a Reduction
-#: with an `output_index`): "online_softmax_reduce" → (row max, sum of exp(x - max)), one pass
-MULTI_OUTPUT_REDUCTIONS = {"online_softmax_reduce": 2}
+#: with an `output_index`), in one pass: "online_softmax_reduce" → (row max, sum of
+#: exp(x - max)); "welford_reduce" → (mean, m2: the sum of squared deviations from the mean;
+#: Inductor's third output, the weight, is left out: a row's count is its length)
+MULTI_OUTPUT_REDUCTIONS = {"online_softmax_reduce": 2, "welford_reduce": 2}
 
 
 def _fmt(x):

@@ -5,7 +5,7 @@ sizes as SymPy symbols; the C++ kernels take them as `int64_t` arguments and the
 reads them from the inputs, so a sweep of sizes compiles each graph once (Triton kernels:
 tests/test_symbolic_triton.py). Every result is
 compared with eager on fresh random inputs. Tolerances: float32 sums whose order differs
-from eager's (OpenMP simd reductions, LayerNorm's two passes): relative 1e-4, absolute
+from eager's (OpenMP simd reductions, LayerNorm's statistics): relative 1e-4, absolute
 1e-4 (1e-5 would flake on gradients summed over 129 rows). Floats of the sizes (LayerNorm's
 sym_float(s1), interpolate's 4 / s0) are compiled symbolically too, at sizes where true and
 floor division differ. Graphs that cannot be compiled symbolically fall back to one compile

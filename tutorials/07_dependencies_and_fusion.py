@@ -321,15 +321,17 @@ assert k_on == 1 and k_off > 1
 assert bytes_on == minimum and bytes_off > bytes_on
 
 # %% [markdown]
-# Where does the unfused number come from? Look at the deps in section 1: each of the
-# three unfused kernels reads `x` in full (`3 * R*C` floats); the row sum `buf0` is
-# written once and read twice (by the variance and by the normalization) and the variance
-# `buf1` written once and read once (`5 * R` floats); the weight and the bias are read once
-# (`2 * C`) and the output is written once (`R*C`): `(4*R*C + 5*R + 2*C) * 4` bytes, about
-# 2 times the minimum. (The decomposition sums `x` twice, for the variance's mean and for
-# the normalization's; `make_reduction` computes the same reduction of the same value
-# once, so both read `buf0`.) Let's check the arithmetic against the kernels' own
-# argument lists:
+# Where does the unfused number come from? These rows are long (512): the C++ kernels
+# compute the variance as one *Welford* reduction (`lowering/reductions.var`; the rows of
+# 32 in section 1 keep two sums, which are faster there), which gives m2, each row's sum of
+# squared deviations from its mean, in one pass; the mean is the decomposition's own sum of
+# `x`, which the fused kernel computes in the same loop. Unfused, each of the three kernels
+# reads `x` in full (`3 * R*C` floats): the Welford m2 `buf0`, the row sum `buf1`, and the
+# output; `buf0` and `buf1` are each written once and read once (`4 * R`); the weight and
+# the bias are read once (`2 * C`) and the output is written once (`R*C`):
+# `(4*R*C + 4*R + 2*C) * 4` bytes, about 2 times the minimum. (With two passes, the
+# variance's mean is the same sum: `make_reduction` computes the same reduction of the same
+# value once.) Let's check the arithmetic against the kernels' own argument lists:
 
 # %%
 off = miniinductor.explain(layer_norm, *big_args, fusion=False)
@@ -338,7 +340,7 @@ for k in off.kernels:
           f"({k.bytes_moved / (R * C * 4):.2f} x the input)")
 total = sum(k.bytes_moved for k in off.kernels)
 print(f"  total {total:,d} bytes = {total / minimum:.2f} x the minimum")
-assert total == bytes_off == (4 * R * C + 5 * R + 2 * C) * 4
+assert total == bytes_off == (4 * R * C + 4 * R + 2 * C) * 4
 
 # %% [markdown]
 # For memory-bound work, time follows bytes: the fused layer norm moves about

@@ -34,9 +34,13 @@ A reduction over a row of 64 or more elements folds into 32 lane accumulators
 (`_codegen_lane_loops`): independent chains of vector adds where one accumulator waits on
 each add's latency (the layer norm kernel's compute on a cached row: 30 -> 19 us per 64 rows
 of 1024 on a 2-core EPYC), as Inductor's vectorised reductions keep several accumulators.
-No Welford (a variance is two passes over the row, its mean's sum shared with the mean's:
-lowering/reductions.make_reduction), no tiling of row reductions, no cascade (blocked) sums;
-argmax/argmin stay in the row form. Softmax is the max, then one pass for exp and its sum,
+A variance is one Welford reduction (lowering/reductions.var, `_welford`): each lane keeps a
+mean and m2, the lanes of a row take one element each per step and so share one count and one
+reciprocal (`mi_welford_step`: a division per step of 32, not per element; Inductor keeps a
+table of reciprocals), and are folded by halves with Chan's combine after the loop; a column
+tile's columns share the count likewise. Without lanes (a short row where forced: the policy
+keeps two vectorized sums there) the Welford loop is scalar. No tiling of row reductions, no
+cascade (blocked) sums; argmax/argmin stay in the row form. Softmax is the max, then one pass for exp and its sum,
 then the division: the online reduction (lowering/softmax.py, `mi_online_softmax_combine`)
 is generated where the policy asks for it, but the C++ policy does not (a scalar loop with two
 exps per element measured 6x slower than the two vectorized passes over a row in cache).
@@ -165,7 +169,7 @@ class CppKernel(Kernel):
         super().__init__(*args, **kwargs)
         self.accumulators: dict[str, tuple[str, str]] = {}   # name → (C++ type, initial value)
         self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
-        self.online_softmax_done: dict[tuple, tuple] = {}    # (block, value) → (max, sum): computed once
+        self.multi_output_done: dict[tuple, tuple] = {}      # (block, type, value) → its outputs: computed once
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -265,8 +269,15 @@ class CppKernel(Kernel):
         block = self.block
         acc = f"acc{sum(len(b.prefix.lines) for b in self.blocks)}"
         ctype = COMPUTE_TYPE[dtype if reduction_type not in ("argmax", "argmin") else src_dtype]
+        if (found := self.multi_output_done.get((id(block), reduction_type, str(value)))) is not None:
+            return found   # the other buffer of a two-output reduction this loop computes already
         if reduction_type == "online_softmax_reduce":
-            return self._online_softmax(block, acc, ctype, value)
+            found = self._online_softmax(block, acc, ctype, value)
+        elif reduction_type == "welford_reduce":
+            found = self._welford(block, acc, ctype, value)
+        if found is not None:
+            self.multi_output_done[(id(block), reduction_type, str(value))] = found
+            return found
         self._declare(block, ctype, acc, reduction_init(reduction_type, ctype))
         if reduction_type in ("argmax", "argmin"):
             block.has_argreduction = True
@@ -294,14 +305,27 @@ class CppKernel(Kernel):
         """(row max, sum of exp(x - max)) in one pass over the row (lowering/softmax.py), once
         per loop for the two buffers that store it. No OpenMP clause folds the pair: the loop
         runs on one thread, without `omp simd`."""
-        if (found := self.online_softmax_done.get((id(block), str(value)))) is not None:
-            return found
         self._declare(block, ctype, f"{acc}_max", reduction_init("max", ctype))
         self._declare(block, ctype, f"{acc}_sum", "0")
         self.compute.writeline(f"mi_online_softmax_combine({acc}_max, {acc}_sum, {value});")
         block.omp_reductions.append((None, acc))
-        found = self.online_softmax_done[(id(block), str(value))] = (CSEVariable(f"{acc}_max"), CSEVariable(f"{acc}_sum"))
-        return found
+        return CSEVariable(f"{acc}_max"), CSEVariable(f"{acc}_sum")
+
+    def _welford(self, block, acc, ctype, value):
+        """(mean, m2) in one pass over the row (lowering/reductions.var; Inductor's
+        `welford_reduce`), once per loop for the two buffers that store it. Per element
+        `mi_welford_update(mean, m2, x, 1/n)`; the count n and its reciprocal `{acc}_rweight` come
+        from the loop around the body (`_welford_steps`): the LANES lanes of a row
+        (`_codegen_lane_loops`) or a tile's columns each take one element per step, so they share
+        one count and one division, and the update vectorizes. No OpenMP clause folds the state:
+        the lanes are folded by Chan's combine (`mi_welford_fold_lanes`); without lanes the loop
+        is scalar."""
+        self._declare(block, ctype, f"{acc}_mean", "0")
+        self._declare(block, ctype, f"{acc}_m2", "0")
+        block.prefix.writeline(f"int64_t {acc}_weight = 0;")
+        self.compute.writeline(f"mi_welford_update({acc}_mean, {acc}_m2, {value}, {acc}_rweight);")
+        block.omp_reductions.append(("welford", acc))
+        return CSEVariable(f"{acc}_mean"), CSEVariable(f"{acc}_m2")
 
     def _declare(self, block, ctype, acc, init):
         block.prefix.writeline(f"{ctype} {acc} = {init};")
@@ -389,17 +413,18 @@ class CppKernel(Kernel):
                     acc0 = acc0 + in_ptr0[i0 + 2048*r0];
         """
         x, block = self.itervars[-1], self.blocks[0]
-        accs = [acc for _, acc in block.omp_reductions]
+        accs = [var for op, acc in block.omp_reductions for var in _state(op, acc)]
         code.writeline(f"const int64_t {x}_end = std::min<int64_t>({x}_tile + {COLUMN_TILE}, {self.size(self.ranges[-1])});")
         code.writelines(f"{self.accumulators[acc][0]} {acc}_tile[{COLUMN_TILE}];" for acc in accs)
         code.writeline(f"for (int64_t t = 0; t < {COLUMN_TILE}; t += 1) {{ "
                        + " ".join(f"{acc}_tile[t] = {self.accumulators[acc][1]};" for acc in accs) + " }")
+        code.writelines(f"int64_t {acc}_weight = 0;" for acc in _welfords(block))   # the tile's columns share it
         tile_loop = f"for (int64_t {x} = {x}_tile; {x} < {x}_end; {x} += 1) {{"
         bind = [f"auto& {acc} = {acc}_tile[{x} - {x}_tile];" for acc in accs]
         for var, size in zip(self.reduction_vars, self.reduction_ranges):
             code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
             code._indent += 1
-        code.writelines(["#pragma omp simd", tile_loop])
+        code.writelines([*self._welford_steps(block, ""), "#pragma omp simd", tile_loop])
         with code.indent():
             code.writelines(bind)
             code.splice(block.body)
@@ -431,11 +456,16 @@ class CppKernel(Kernel):
             code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
             code._indent += 1
         else:
+            code.writelines(self._welford_steps(block, ""))
             code.splice(block.body)
         for _ in self.reduction_ranges[:-1] if lanes else self.reduction_ranges:
             code._indent -= 1
             code.writeline("}")
         for op, acc in block.omp_reductions if lanes else []:   # fold the lanes into the accumulator
+            if op == "welford":
+                code.writeline(f"mi_welford_fold_lanes<{self.accumulators[f'{acc}_mean'][0]}, {LANES}>({acc}_mean_lanes, "
+                               f"{acc}_m2_lanes, {acc}_weight_lanes, {acc}_mean, {acc}_m2, {acc}_weight);")
+                continue
             combined = f"std::{op}<{self.accumulators[acc][0]}>({acc}, {acc}_lanes[t])" if op in ("max", "min") \
                 else f"{acc} {op} {acc}_lanes[t]"
             code.writeline(f"for (int64_t t = 0; t < {LANES}; t += 1) {{ {acc} = {combined}; }}")
@@ -447,13 +477,23 @@ class CppKernel(Kernel):
         thread (a lane array outside an `omp parallel for` would be shared)."""
         if not (block.omp_reductions and self.reduction_ranges and self.hint(self.reduction_ranges[-1]) >= 2 * LANES):
             return False
+        if _welfords(block):   # no clause folds it, no loop of it runs in parallel: lanes, or a scalar loop
+            return not block.has_argreduction and all(op for op, _ in block.omp_reductions)
         pragmas = [self._inner_pragmas(block, k) for k in range(len(self.reduction_ranges))]
         return (pragmas[-1][:1] == [f"#pragma omp simd{self._reduction_clause(block)}"]
                 and not any("parallel" in p for ps in pragmas for p in ps))
 
     def _lane_arrays(self, block) -> list[str]:
-        return [f"{self.accumulators[acc][0]} {acc}_lanes[{LANES}]; for (int64_t t = 0; t < {LANES}; t += 1) "
-                f"{{ {acc}_lanes[t] = {self.accumulators[acc][1]}; }}" for _, acc in block.omp_reductions]
+        arrays = [f"{self.accumulators[acc][0]} {acc}_lanes[{LANES}]; for (int64_t t = 0; t < {LANES}; t += 1) "
+                  f"{{ {acc}_lanes[t] = {self.accumulators[acc][1]}; }}"
+                  for op, name in block.omp_reductions for acc in _state(op, name)]
+        return arrays + [f"int64_t {acc}_weight_lanes = 0;" for acc in _welfords(block)]   # the lanes share it
+
+    def _welford_steps(self, block, lanes: str) -> list[str]:
+        """Before each step of a loop holding Welford updates: count the step, in `{acc}_weight`
+        or (`lanes` "_lanes") the lanes' shared count, and take its reciprocal."""
+        return [f"const auto {acc}_rweight = mi_welford_step<{self.accumulators[f'{acc}_mean'][0]}>({acc}_weight{lanes});"
+                for acc in _welfords(block)]
 
     def _codegen_lane_loops(self, code, block, var, size):
         """The innermost reduction loop in steps of LANES, each step's element t folded into
@@ -473,10 +513,11 @@ class CppKernel(Kernel):
         full = str(self.hint(size) // LANES * LANES) if is_static(size) else f"({n} / {LANES} * {LANES})"
         code.writeline(f"for (int64_t {var}_lanes = 0; {var}_lanes < {full}; {var}_lanes += {LANES}) {{")
         with code.indent():
-            code.writelines(["#pragma omp simd",
+            code.writelines([*self._welford_steps(block, "_lanes"), "#pragma omp simd",
                              f"for (int64_t {var} = {var}_lanes; {var} < {var}_lanes + {LANES}; {var} += 1) {{"])
             with code.indent():
-                code.writelines(f"auto& {acc} = {acc}_lanes[{var} - {var}_lanes];" for _, acc in block.omp_reductions)
+                code.writelines(f"auto& {acc} = {acc}_lanes[{var} - {var}_lanes];"
+                                for op, name in block.omp_reductions for acc in _state(op, name))
                 code.splice(block.body)
             code.writeline("}")
         code.writeline("}")
@@ -485,6 +526,7 @@ class CppKernel(Kernel):
         code.writelines(self._inner_pragmas(block, len(self.reduction_ranges) - 1))
         code.writeline(f"for (int64_t {var} = {full}; {var} < {n}; {var} += 1) {{")
         with code.indent():
+            code.writelines(self._welford_steps(block, ""))
             code.splice(block.body)
         code.writeline("}")
 
@@ -495,7 +537,7 @@ class CppKernel(Kernel):
     def _inner_pragmas(self, block, k) -> list[str]:
         """With no outer loop, the first inner loop runs in parallel; the innermost gets
         `omp simd` (which, for a reduction, allows reassociating the sum)."""
-        if block.has_argreduction or any(op is None for op, _ in block.omp_reductions):
+        if block.has_argreduction or any(op in (None, "welford") for op, _ in block.omp_reductions):
             return []
         clause = self._reduction_clause(block)
         big = math.prod(map(self.hint, self.reduction_ranges)) >= self.config.parallel_min_numel
@@ -505,6 +547,16 @@ class CppKernel(Kernel):
         if k == len(self.reduction_ranges) - 1:
             return [f"#pragma omp simd{clause}"]
         return []
+
+
+def _state(op, acc) -> list[str]:
+    """The variables of an accumulator that lanes and column tiles keep one of each: a Welford
+    one's mean and m2 (their count is shared: `_welfords`)."""
+    return [f"{acc}_mean", f"{acc}_m2"] if op == "welford" else [acc]
+
+
+def _welfords(block) -> list[str]:
+    return [acc for op, acc in block.omp_reductions if op == "welford"]
 
 
 def c_function(name: str, write_body, params) -> str:

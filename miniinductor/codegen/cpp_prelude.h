@@ -111,6 +111,43 @@ template <typename T> static inline void mi_online_softmax_combine(T& m, T& s, T
     m = m_new;
 }
 
+// Welford (lowering/reductions.var): one more value x into a running mean and m2 (the sum of
+// squared deviations from the mean), given 1/n for the count n with x. The count is kept by
+// the loop (mi_welford_step): lanes that each take one element per step share one count and
+// one reciprocal, so the update vectorizes without a division.
+template <typename T> static inline T mi_welford_step(int64_t& n) { n += 1; return T(1) / T(n); }
+template <typename T> static inline void mi_welford_update(T& mean, T& m2, T x, T rweight) {
+    T delta = x - mean;
+    mean = mean + delta * rweight;
+    m2 = m2 + delta * (x - mean);
+}
+// Chan et al.'s parallel combine: the (mean_b, m2_b) of n_b more values into (mean, m2, n).
+template <typename T> static inline void mi_welford_combine(T& mean, T& m2, int64_t& n, T mean_b, T m2_b, int64_t n_b) {
+    if (n_b == 0) return;
+    if (n == 0) { mean = mean_b; m2 = m2_b; n = n_b; return; }
+    T delta = mean_b - mean, w_b = T(n_b) / T(n + n_b);
+    mean = mean + delta * w_b;
+    m2 = m2 + m2_b + delta * delta * T(n) * w_b;
+    n = n + n_b;
+}
+// L lanes of n_l values each, folded by halves (the combine of two lanes of equal weight w is
+// mean (a + b) / 2, m2 m2_a + m2_b + (b - a)^2 w / 2: a few vector ops a level), then
+// combined into (mean, m2, n).
+template <typename T, int L>
+static inline void mi_welford_fold_lanes(T* mean_l, T* m2_l, int64_t n_l, T& mean, T& m2, int64_t& n) {
+    T w = T(n_l);
+    for (int half = L / 2; half >= 1; half /= 2) {
+        #pragma omp simd
+        for (int t = 0; t < half; t += 1) {
+            T delta = mean_l[t + half] - mean_l[t];
+            mean_l[t] = mean_l[t] + T(0.5) * delta;
+            m2_l[t] = m2_l[t] + m2_l[t + half] + delta * delta * (T(0.5) * w);
+        }
+        w = w * 2;
+    }
+    mi_welford_combine(mean, m2, n, mean_l[0], m2_l[0], n_l * L);
+}
+
 // Python-style floor division and modulus (the sign follows the divisor).
 template <typename A, typename B> static inline mi_t<A, B> mi_floordiv(A a, B b) {
     using T = mi_t<A, B>;

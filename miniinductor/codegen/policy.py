@@ -15,6 +15,8 @@ phase compares backend strings.
     persistent_reduction_max  Triton: the longest row reduced in one block
     online_softmax_min    the shortest row whose softmax max and sum of exp are one online
                           reduction (one pass over the row; `online_softmax`); None: never
+    welford_min           C++: the shortest innermost reduced dim whose variance is one Welford
+                          reduction (`welford`); None (Triton): never, two passes
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
 `tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
@@ -34,6 +36,7 @@ import torch
 
 from ..config import Config
 from ..runtime.triton_runtime import cdiv, next_power_of_2
+from .cpp import LANES
 
 #: the longest reduction computed in one block, the whole row at once (persistent)
 PERSISTENT_REDUCTION_MAX = 4096
@@ -56,6 +59,7 @@ class BackendPolicy:
     mix_order_min_numel: int = 0
     persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
     online_softmax_min: int | None = PERSISTENT_REDUCTION_MAX + 1
+    welford_min: int | None = None
 
     def online_softmax(self, xnumel, rnumel) -> bool:
         """Compute softmax's row max and sum of exp as one online reduction (lowering/softmax.py)?
@@ -67,6 +71,20 @@ class BackendPolicy:
         static = isinstance(xnumel, int) and rnumel is not None
         return not (self.split_reductions and static and reduction_splits(xnumel, rnumel, False) > 1)
 
+    def welford(self, xnumel, inner) -> bool:
+        """Compute a variance (var, var_mean, layer and batch norm) as one Welford reduction, the
+        row read once (lowering/reductions.var), rather than a sum for the mean and then a sum of
+        squared deviations? C++: where the innermost reduced dim (`inner`) has at least
+        `welford_min` elements, so that the kernel folds it into lanes (codegen/cpp.py: a shorter
+        one is a scalar loop with a division per element: layer norm of 16384 x 32 took 1150 µs
+        that way, 260 with two vectorized sums),
+        and not for a single row (`xnumel` 1: its two sums run on every thread, a Welford loop on
+        one). Triton keeps two passes: a persistent row is in registers for both, and a looped
+        row's Welford would need a combine function in `tl.reduce` (Inductor's). None: symbolic."""
+        if self.welford_min is None or (inner is not None and inner < self.welford_min):
+            return False
+        return xnumel is None or xnumel > 1
+
 
 def policy_for(device: torch.device, config: Config) -> BackendPolicy:
     """Triton for GPU graphs; on the CPU, `config.cpu_backend` ('cpp' or 'triton')."""
@@ -74,7 +92,7 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
         # online softmax: a row of the C++ kernels stays in cache between its passes, and the
         # online loop computes two exps per element where the max pass computes none
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
-                             mix_order_reduction=False, online_softmax_min=None)
+                             mix_order_reduction=False, online_softmax_min=None, welford_min=2 * LANES)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction,
                          mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)

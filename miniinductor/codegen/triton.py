@@ -435,6 +435,8 @@ class TritonKernel(Kernel):
             return self.to_dtype(self._gen(text, acc_dtype, vdims), out_dtype)
         if reduction_type == "online_softmax_reduce":
             return self._online_softmax(text, acc_dtype)
+        if reduction_type == "welford_reduce":   # the Triton policy never asks for it (BackendPolicy.welford)
+            raise NotImplementedError("welford_reduce: Triton kernels compute a variance in two passes")
         init = reduction_init(reduction_type, acc_dtype)
         if reduction_type in ("argmax", "argmin"):
             return self._arg_reduction(reduction_type, text, init, acc_dtype)

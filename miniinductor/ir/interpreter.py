@@ -141,6 +141,9 @@ class InterpreterHandler:
             m = value.amax(-1, keepdim=True)
             s = torch.exp(value - torch.where(m == float("-inf"), 0.0, m)).sum(-1)
             return m.squeeze(-1).to(dtype), s.to(dtype)
+        if reduction_type == "welford_reduce":   # (mean, m2), here in two passes
+            mean = value.mean(-1, keepdim=True)
+            return mean.squeeze(-1).to(dtype), (value - mean).square().sum(-1).to(dtype)
         return REDUCE[reduction_type](value).to(dtype)
 
 

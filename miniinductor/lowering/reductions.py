@@ -1,10 +1,16 @@
-"""Lowerings of reductions: sum, prod, mean, amax/amin, argmax/argmin, any.
+"""Lowerings of reductions: sum, prod, mean, var, amax/amin, argmax/argmin, any.
 
 Mirrors `make_reduction` in `torch/_inductor/lowering.py`. A reduction over `dims` of
 a tensor of shape `size` becomes `Reduction(ranges=<kept dims>,
 reduction_ranges=<reduced dims>, inner_fn(index, rindex))`; it is realized at once into a
 `ComputedBuffer` (its consumers then load it like any buffer). Softmax, layer norm, var,
 logsumexp and friends arrive here already decomposed into these by `capture/`.
+
+A variance (`var`: also var_mean, std, layer and batch norm) is one Welford reduction
+(`welford_reduce`, two outputs: the mean and m2, the sum of squared deviations) where the
+backend policy says so (`BackendPolicy.welford`: C++ kernels), reading each row once (a mean
+of the same rows stays a sum, computed in the same loop); else two passes, a sum for the mean
+and a sum of squared deviations (Triton: a persistent row is in registers for both).
 
 Split reductions (Triton kernels only; Inductor's `Reduction.create` → `create_multilayer`
 in `torch/_inductor/ir.py`): a reduction with few outputs and long rows -- `x.sum()` of a
@@ -25,7 +31,7 @@ import torch
 from ..codegen.common import innermost_strides
 from ..codegen.policy import reduces_columns, reduction_splits
 from ..ir.indexing import FloorDiv, ModularIndexing, index_vars
-from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
+from ..ir.nodes import ComputedBuffer, Pointwise, Reduction, StorageBox
 from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
@@ -48,9 +54,9 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None,
     multi-output one gives output `output_index` of its values).
 
     The same reduction of the same value is computed once per graph: layer norm's
-    decomposition sums x for its mean and again inside `var` (Inductor computes both in one
-    Welford reduction); the second gets the first's buffer, reshaped where keepdim differs,
-    and the kernel one pass less over each row."""
+    decomposition sums x for its mean and again inside a two-pass `var`; the second gets the
+    first's buffer, reshaped where keepdim differs, and the kernel one pass less over each
+    row."""
     size = x.get_size()
     dims = _dims(x, dims)
     kept = [d for d in range(len(size)) if d not in dims]
@@ -230,19 +236,24 @@ def any_(x, dims=None, keepdim=False):
 
 @register_lowering(aten.var, prims.var)
 def var(x, dims=None, correction=None, keepdim=False, output_dtype=None, **kwargs):
-    """Two passes: the mean, then the sum of squared deviations / (N - correction)."""
+    """m2 / (N - correction), where m2 is the sum of squared deviations from the mean: one
+    Welford reduction where the backend policy says so (`_welford`: C++), else two passes (the
+    mean, then the sum of squared deviations; the mean's sum shared with a `mean` of the same x)."""
     if V.graph.current_target() is prims.var.default:
         keepdim = False
     if isinstance(correction, bool) or correction is None:  # var.dim's `unbiased` flag or default
         correction = 1 if correction in (None, True) else 0
     acc = torch.float32 if x.get_dtype() in (torch.float16, torch.bfloat16) else x.get_dtype()
     x32 = _cast(x, acc)
-    count = 1
-    for d in _dims(x, dims):
-        count *= x.get_size()[d]
-    mean_ = make_pointwise(lambda v, n: ops.truediv(v, n), (make_reduction(x32, dims, True, "sum"), _count(count)), acc)
-    deviation = make_pointwise(lambda v, m: ops.mul(ops.sub(v, m), ops.sub(v, m)), (x32, mean_), acc)
-    total = make_reduction(deviation, dims, keepdim, "sum")
+    dims, size = _dims(x, dims), x.get_size()
+    count = math.prod(size[d] for d in dims)
+    xnumel = math.prod(n for d, n in enumerate(size) if d not in dims)
+    if dims and _static(count) != 0 and V.graph.policy.welford(_static(xnumel), _static(size[dims[-1]])):
+        total = _welford(x32, dims, keepdim)
+    else:
+        mean_ = make_pointwise(lambda v, n: ops.truediv(v, n), (make_reduction(x32, dims, True, "sum"), _count(count)), acc)
+        deviation = make_pointwise(lambda v, m: ops.mul(ops.sub(v, m), ops.sub(v, m)), (x32, mean_), acc)
+        total = make_reduction(deviation, dims, keepdim, "sum")
     if is_static(count):
         count = max(count - correction, 0)
     elif V.graph.sizevars.statically_known_leq(correction, count):
@@ -250,6 +261,39 @@ def var(x, dims=None, correction=None, keepdim=False, output_dtype=None, **kwarg
     else:
         raise SymbolicUnsupported(f"var of {count} elements with correction {correction}: may be negative")
     return make_pointwise(lambda v, n: ops.truediv(v, n), (total, _count(count)), acc, x.get_dtype())
+
+
+def _welford(x, dims, keepdim):
+    """m2 of `x` over `dims` from one "welford_reduce" (Inductor's WelfordReduction): per
+    element, with n the count so far,
+
+        delta = v - mean;  mean += delta / n;  m2 += delta * (v - mean)
+
+    over v = x - x[first], each value minus its row's first element (x at index 0 along the
+    reduced dims): Welford in float32 on rows of 1e4 + randn keeps a mean whose rounding
+    (ulp 1e-3) enters m2 at every step, a relative error of ~2e-4 (simulated); shifted, the
+    mean is O(std) and the kernel's error 1.9e-7 (eager's var, accumulating in float64:
+    5e-8; docs/benchmarks.md). A far-off first element costs nothing: Welford does not
+    cancel, shifted or not. The Welford mean itself (output 0) is not used: a `mean` or `sum`
+    of the same x (layer norm's, var_mean's) stays a sum, computed in the same loop; derived
+    from the Welford mean (N * (mean + x[first])) a row sum of 1000 randn was 20x less
+    accurate than eager's."""
+    size, load = x.get_size(), x.make_loader()
+
+    def shifted(index):
+        return ops.sub(load(index), load([0 if d in dims else i for d, i in enumerate(index)]))
+    m2 = make_reduction(StorageBox(Pointwise(x.get_device(), x.get_dtype(), shifted, size)), dims, keepdim,
+                        "welford_reduce", output_index=1)
+    # the sum a mean of x will ask for (make_reduction computes it once), made here so that it
+    # comes before the variance's consumers: a kernel then computes it in the Welford's loop
+    # (var_mean over columns: one tiled loop, not two loops); dead code where nothing reads it
+    make_reduction(x, dims, True, "sum")
+    return m2
+
+
+def _static(n):
+    """A size as an int, or None where it is symbolic."""
+    return int(n) if is_static(n) else None
 
 
 def _count(n):
