@@ -321,8 +321,11 @@ def test_row_values_reread_after_the_reduction(n):
 
 
 def test_layer_norm_looped():
+    # cpu_backend="triton": on CPU tensors Config() lowers with the C++ policy, whose variance of a
+    # 4400-element row is a Welford reduction (C++ only); Triton kernels get the Triton policy's
     x, w, b = randn(2, 4400), randn(4400), randn(4400)
-    check(lambda x, w, b: F.layer_norm(x, (4400,), w, b), x, w, b, rtol=1e-4, atol=1e-4)
+    check(lambda x, w, b: F.layer_norm(x, (4400,), w, b), x, w, b, rtol=1e-4, atol=1e-4,
+          config=Config(cpu_backend="triton"))
 
 
 def test_zero_dim_reduction_and_outputs():
