@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from conftest import USING_MINIINDUCTOR, check, check_grads, compile_fn
 
-# AVX2 holds 8 floats: below, at, above a vector and a long row with a tail
-LENGTHS = [1, 7, 8, 9, 33, 1031]
+# AVX2 holds 8 floats, AVX-512 16: below, at, above a vector and a long row with a tail
+LENGTHS = [1, 7, 8, 9, 17, 33, 1031]
 # float32 sums of up to ~1000 values in another order than eager's
 SUM_TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -130,3 +130,31 @@ def test_lanes_only_for_long_rows():
         (kernel,) = miniinductor.explain(lambda x: x.sum(-1), torch.randn(4, n)).kernels
         if kernel.language == "cpp":
             assert ("acc0_lanes[32]" in kernel.source) == lanes, kernel.source
+
+
+@pytest.mark.skipif(not USING_MINIINDUCTOR, reason="reads miniinductor's build flags")
+def test_vector_width_follows_aten(monkeypatch):
+    """g++ may use 512-bit vectors exactly where ATen's kernels run their AVX-512 versions."""
+    from miniinductor.runtime import cpp_builder
+    try:
+        for capability, width in (("AVX512", 512), ("AVX2", 256), ("DEFAULT", 256)):
+            cpp_builder.vector_width_flags.cache_clear()
+            monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
+            assert cpp_builder.vector_width_flags() == [f"-mprefer-vector-width={width}"]
+    finally:
+        cpp_builder.vector_width_flags.cache_clear()
+
+
+@pytest.mark.skipif(not USING_MINIINDUCTOR or torch.backends.cpu.get_cpu_capability() != "AVX512",
+                    reason="reads miniinductor's build; needs a CPU whose ATen kernels use AVX-512")
+def test_avx512_exp_on_avx512_machines():
+    """On such a CPU the softmax kernel's exp is libmvec's 16-lane AVX-512 one (`_ZGVeN16v_expf`)."""
+    import miniinductor
+    from miniinductor.runtime import cpp_builder
+    if not cpp_builder.vector_math_flags()[1]:
+        pytest.skip("no libmvec")
+    x = torch.randn(64, 1024)
+    check(lambda x: torch.softmax(x, -1), x)
+    (kernel,) = miniinductor.explain(lambda x: torch.softmax(x, -1), x).kernels
+    assert b"_ZGVeN16v_expf" in cpp_builder.build(kernel.source).read_bytes()
+

@@ -26,10 +26,11 @@ run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run ti
 
 Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
 let the compiler vectorize with -O3 -march=native (`omp simd`; exp, erf, tanh... through
-glibc's libmvec, runtime/cpp_builder.py). Measured with -fopt-info-vec, g++ vectorizes every
-loop of the softmax, layer norm, cross-entropy and row-max kernels (not a transposing copy);
-what was slow was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min,
-now an int `|`). float16/bfloat16 are loaded as float.
+glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
+(`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
+softmax, layer norm, cross-entropy and row-max kernels (not a transposing copy); what was slow
+was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min, now an int
+`|`). float16/bfloat16 are loaded as float.
 A reduction over a row of 64 or more elements folds into 32 lane accumulators
 (`_codegen_lane_loops`): independent chains of vector adds where one accumulator waits on
 each add's latency (the layer norm kernel's compute on a cached row: 30 -> 19 us per 64 rows
@@ -136,7 +137,7 @@ REDUCTION_COMBINE = {
 OMP_REDUCTION_OP = {"sum": "+", "prod": "*", "any": "||"}
 #: columns per tile of an outer reduction (CppKernel.reduces_columns): accumulators per thread
 COLUMN_TILE = 64
-#: accumulators per reduction of a row (CppKernel._codegen_lane_loops): 4 AVX2 vectors of floats
+#: accumulators per reduction of a row (CppKernel._codegen_lane_loops): 4 AVX2 or 2 AVX-512 vectors of floats
 LANES = 32
 
 
@@ -457,8 +458,8 @@ class CppKernel(Kernel):
 
     def _codegen_lane_loops(self, code, block, var, size):
         """The innermost reduction loop in steps of LANES, each step's element t folded into
-        lane t of each accumulator: LANES independent chains of adds (a vector of 8 floats
-        per AVX2 register, 4 registers) where one accumulator waits on the latency of each add
+        lane t of each accumulator: LANES independent chains of adds (8 floats per AVX2
+        register, 4 registers; 16 per AVX-512 register, 2) where one accumulator waits on the latency of each add
         (Inductor's C++ reductions use several vector accumulators too). Then the tail, into the
         accumulator itself; the lanes are folded into it after the loops:
 
