@@ -158,3 +158,16 @@ def test_avx512_exp_on_avx512_machines():
     (kernel,) = miniinductor.explain(lambda x: torch.softmax(x, -1), x).kernels
     assert b"_ZGVeN16v_expf" in cpp_builder.build(kernel.source).read_bytes()
 
+
+@pytest.mark.parametrize("n", [128, 130])
+def test_attention_mask_loaded_as_bytes(n):
+    """A bool mask is read through its byte (`!= 0`): g++ left the softmax's lane loops that
+    loaded `bool` scalar. Rows of -inf, a tail (130), and a mask stored by the kernel too."""
+    def fn(scores, mask):
+        return torch.softmax((scores * 0.125).masked_fill(mask, float("-inf")), -1), ~mask
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    check(fn, torch.randn(2, 3, n, n), mask, **SUM_TOL)
+    if USING_MINIINDUCTOR:
+        import miniinductor
+        sources = "".join(k.source for k in miniinductor.explain(fn, torch.randn(2, 3, n, n), mask).kernels)
+        assert "reinterpret_cast<const uint8_t*>(in_ptr" in sources, sources

@@ -30,7 +30,8 @@ glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernel
 (`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
 softmax, layer norm, cross-entropy and row-max kernels (not a transposing copy); what was slow
 was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min, now an int
-`|`). float16/bfloat16 are loaded as float.
+`|`) or not at all (a loop that loads `bool`: an attention mask is read through its byte,
+`!= 0`). float16/bfloat16 are loaded as float.
 A reduction over a row of 64 or more elements folds into 32 lane accumulators
 (`_codegen_lane_loops`): independent chains of vector adds where one accumulator waits on
 each add's latency (the layer norm kernel's compute on a cached row: 30 -> 19 us per 64 rows
@@ -209,6 +210,8 @@ class CppKernel(Kernel):
                                                           self.reduction_vars[-1]))
         dtype = V.graph.get_dtype(name)
         expr = f"{self.args.input(name)}[{text}]"
+        if dtype == torch.bool:   # read as its byte: g++ leaves a loop that loads `bool` scalar (an attention mask)
+            expr = f"(reinterpret_cast<const uint8_t*>({self.args.input(name)})[{text}] != 0)"
         if dtype in LOAD_CONVERT:
             expr = f"{LOAD_CONVERT[dtype]}({expr})"
         return self.cse.generate(self.compute, expr)
