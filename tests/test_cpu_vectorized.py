@@ -171,3 +171,19 @@ def test_attention_mask_loaded_as_bytes(n):
         import miniinductor
         sources = "".join(k.source for k in miniinductor.explain(fn, torch.randn(2, 3, n, n), mask).kernels)
         assert "reinterpret_cast<const uint8_t*>(in_ptr" in sources, sources
+
+
+@pytest.mark.parametrize("n", [9, 1031])
+def test_division_by_a_row_reduction_multiplies_by_its_reciprocal(n):
+    """Softmax's exp / sum, inside the row's loop, is exp * (1 / sum) (one divide per row, as
+    ATen's softmax); a division once per row (outside the loop) stays a division."""
+    def fn(x):
+        return torch.softmax(x, -1), x / x.abs().sum(-1, keepdim=True), x.sum(-1) / x.amax(-1)
+    check(fn, with_specials(torch.randn(9, n)), **SUM_TOL)
+    check(fn, torch.randn(9, n), **SUM_TOL)
+    if USING_MINIINDUCTOR:
+        import miniinductor
+        sources = [k.source for k in miniinductor.explain(fn, torch.randn(9, n)).kernels if k.language == "cpp"]
+        if sources:
+            assert any("mi_mul(tmp" in s and ", 1 / acc" in s for s in sources), sources
+            assert any("mi_div(acc" in s for s in sources), sources   # sum / amax: once per row

@@ -241,6 +241,16 @@ class CppKernel(Kernel):
     def where(self, cond, a, b):
         return self.cse.generate(self.compute, CppOverrides.where(cond, a, b))
 
+    def truediv(self, a, b):
+        """Inside a row's loop, a division by a float reduction of the row (softmax's sum) is a
+        multiplication by its reciprocal, which g++ then computes once per row: a vector divide
+        per element made the [4096, 1024] softmax kernel ~15% slower. ATen's softmax multiplies
+        by the reciprocal too; the result may differ from a division in the last bit."""
+        acc = self.accumulators.get(str(b))
+        if acc is not None and acc[0] in ("float", "double") and self._current().kind == "loop":
+            return self.cse.generate(self.compute, f"mi_mul({a}, 1 / {b})")
+        return self.cse.generate(self.compute, CppOverrides.truediv(a, b))
+
     def indirect_indexing(self, x, size):
         var = self.cse.generate(self.compute, f"static_cast<int64_t>({x} < 0 ? {x} + {self.size(size)} : {x})")
         return sympy.Symbol(var.name, integer=True, nonnegative=True)
