@@ -39,9 +39,10 @@ of 1024 on a 2-core EPYC), as Inductor's vectorised reductions keep several accu
 No Welford (a variance is two passes over the row, its mean's sum shared with the mean's:
 lowering/reductions.make_reduction), no tiling of row reductions, no cascade (blocked) sums;
 argmax/argmin stay in the row form. Softmax is the max, then one pass for exp and its sum,
-then the division: the online reduction (lowering/softmax.py, `mi_online_softmax_combine`)
-is generated where the policy asks for it, but the C++ policy does not (a scalar loop with two
-exps per element measured 6x slower than the two vectorized passes over a row in cache).
+then the multiplication by the sum's reciprocal (`truediv`): the online reduction
+(lowering/softmax.py, `mi_online_softmax_combine`) is generated where the policy asks for it,
+but the C++ policy does not (a scalar loop with two exps per element measured 6x slower than
+the two vectorized passes over a row in cache).
 """
 from __future__ import annotations
 
