@@ -15,6 +15,8 @@ phase compares backend strings.
     persistent_reduction_max  Triton: the longest row reduced in one block
     online_softmax_min    the shortest row whose softmax max and sum of exp are one online
                           reduction (one pass over the row; `online_softmax`); None: never
+    tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
+                          own (`tile_split`), so it stays out of combo kernels; C++ loops need no tiles
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
 `tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
@@ -56,6 +58,7 @@ class BackendPolicy:
     mix_order_min_numel: int = 0
     persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
     online_softmax_min: int | None = PERSISTENT_REDUCTION_MAX + 1
+    tiled_transposes: bool = True
 
     def online_softmax(self, xnumel, rnumel) -> bool:
         """Compute softmax's row max and sum of exp as one online reduction (lowering/softmax.py)?
@@ -74,7 +77,7 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
         # online softmax: a row of the C++ kernels stays in cache between its passes, and the
         # online loop computes two exps per element where the max pass computes none
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
-                             mix_order_reduction=False, online_softmax_min=None)
+                             mix_order_reduction=False, online_softmax_min=None, tiled_transposes=False)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction,
                          mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)
