@@ -115,7 +115,7 @@ def schedule(graph: GraphLowering, config: Config) -> Scheduler:
         if graph.policy.mix_order_reduction:
             scheduler.fuse_mix_order(graph.policy)
         if config.combo_kernels:
-            combine_kernels(scheduler)
+            combine_kernels(scheduler, graph.policy)
     scheduler.order()
     return scheduler
 

@@ -167,3 +167,24 @@ def test_triton_combo_source():
     assert "if pid < 3:" in kernel.source and "elif pid < 4:" in kernel.source, kernel.source
     for g, e in zip(got, fn(a, b)):
         torch.testing.assert_close(g, e)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_transposing_copies(backend):
+    """The q, k, v copies of an attention block, k transposed: one C++ combo kernel (its k
+    part a loop nest like the others: one OpenMP region), while Triton keeps the transposing
+    copy in a tiled kernel of its own. Eager's values either way (the buffers are poisoned)."""
+    def fn(qkv):
+        q, k, v = qkv.view(2, 16, 3, 4, 8).unbind(2)
+        return q.transpose(1, 2).contiguous(), k.permute(0, 2, 3, 1).contiguous(), v.transpose(1, 2).contiguous()
+    qkv = torch.randn(2, 16, 96)
+    with collect_compiled() as graphs:
+        got = miniinductor.compile(fn, **BACKENDS[backend])(qkv)
+    for g, e in zip(got, fn(qkv)):
+        torch.testing.assert_close(g, e)
+    (cg,) = graphs
+    combos = [g for g in cg.scheduler.schedule if isinstance(g, ComboGroup)]
+    if backend == "cpp":
+        assert len(cg.kernels) == 1 and len(combos) == 1, cg.scheduler
+    else:
+        assert all(len(c.parts) < 3 for c in combos) and len(cg.kernels) >= 2, cg.scheduler

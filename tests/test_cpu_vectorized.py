@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from conftest import USING_MINIINDUCTOR, check, check_grads, compile_fn
 
-# AVX2 holds 8 floats: below, at, above a vector and a long row with a tail
-LENGTHS = [1, 7, 8, 9, 33, 1031]
+# AVX2 holds 8 floats, AVX-512 16: below, at, above a vector and a long row with a tail
+LENGTHS = [1, 7, 8, 9, 17, 33, 1031]
 # float32 sums of up to ~1000 values in another order than eager's
 SUM_TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -130,3 +130,60 @@ def test_lanes_only_for_long_rows():
         (kernel,) = miniinductor.explain(lambda x: x.sum(-1), torch.randn(4, n)).kernels
         if kernel.language == "cpp":
             assert ("acc0_lanes[32]" in kernel.source) == lanes, kernel.source
+
+
+@pytest.mark.skipif(not USING_MINIINDUCTOR, reason="reads miniinductor's build flags")
+def test_vector_width_follows_aten(monkeypatch):
+    """g++ may use 512-bit vectors exactly where ATen's kernels run their AVX-512 versions."""
+    from miniinductor.runtime import cpp_builder
+    try:
+        for capability, width in (("AVX512", 512), ("AVX2", 256), ("DEFAULT", 256)):
+            cpp_builder.vector_width_flags.cache_clear()
+            monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
+            assert cpp_builder.vector_width_flags() == [f"-mprefer-vector-width={width}"]
+    finally:
+        cpp_builder.vector_width_flags.cache_clear()
+
+
+@pytest.mark.skipif(not USING_MINIINDUCTOR or torch.backends.cpu.get_cpu_capability() != "AVX512",
+                    reason="reads miniinductor's build; needs a CPU whose ATen kernels use AVX-512")
+def test_avx512_exp_on_avx512_machines():
+    """On such a CPU the softmax kernel's exp is libmvec's 16-lane AVX-512 one (`_ZGVeN16v_expf`)."""
+    import miniinductor
+    from miniinductor.runtime import cpp_builder
+    if not cpp_builder.vector_math_flags()[1]:
+        pytest.skip("no libmvec")
+    x = torch.randn(64, 1024)
+    check(lambda x: torch.softmax(x, -1), x)
+    (kernel,) = miniinductor.explain(lambda x: torch.softmax(x, -1), x).kernels
+    assert b"_ZGVeN16v_expf" in cpp_builder.build(kernel.source).read_bytes()
+
+
+@pytest.mark.parametrize("n", [128, 130])
+def test_attention_mask_loaded_as_bytes(n):
+    """A bool mask is read through its byte (`!= 0`): g++ left the softmax's lane loops that
+    loaded `bool` scalar. Rows of -inf, a tail (130), and a mask stored by the kernel too."""
+    def fn(scores, mask):
+        return torch.softmax((scores * 0.125).masked_fill(mask, float("-inf")), -1), ~mask
+    mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    check(fn, torch.randn(2, 3, n, n), mask, **SUM_TOL)
+    if USING_MINIINDUCTOR:
+        import miniinductor
+        sources = "".join(k.source for k in miniinductor.explain(fn, torch.randn(2, 3, n, n), mask).kernels)
+        assert "reinterpret_cast<const uint8_t*>(in_ptr" in sources, sources
+
+
+@pytest.mark.parametrize("n", [9, 1031])
+def test_division_by_a_row_reduction_multiplies_by_its_reciprocal(n):
+    """Softmax's exp / sum, inside the row's loop, is exp * (1 / sum) (one divide per row, as
+    ATen's softmax); a division once per row (outside the loop) stays a division."""
+    def fn(x):
+        return torch.softmax(x, -1), x / x.abs().sum(-1, keepdim=True), x.sum(-1) / x.amax(-1)
+    check(fn, with_specials(torch.randn(9, n)), **SUM_TOL)
+    check(fn, torch.randn(9, n), **SUM_TOL)
+    if USING_MINIINDUCTOR:
+        import miniinductor
+        sources = [k.source for k in miniinductor.explain(fn, torch.randn(9, n)).kernels if k.language == "cpp"]
+        if sources:
+            assert any("mi_mul(tmp" in s and ", 1 / acc" in s for s in sources), sources
+            assert any("mi_div(acc" in s for s in sources), sources   # sum / amax: once per row

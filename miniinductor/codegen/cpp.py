@@ -26,10 +26,12 @@ run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run ti
 
 Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
 let the compiler vectorize with -O3 -march=native (`omp simd`; exp, erf, tanh... through
-glibc's libmvec, runtime/cpp_builder.py). Measured with -fopt-info-vec, g++ vectorizes every
-loop of the softmax, layer norm, cross-entropy and row-max kernels (not a transposing copy);
-what was slow was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min,
-now an int `|`). float16/bfloat16 are loaded as float.
+glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
+(`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
+softmax, layer norm, cross-entropy and row-max kernels (not a transposing copy); what was slow
+was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min, now an int
+`|`) or not at all (a loop that loads `bool`: an attention mask is read through its byte,
+`!= 0`). float16/bfloat16 are loaded as float.
 A reduction over a row of 64 or more elements folds into 32 lane accumulators
 (`_codegen_lane_loops`): independent chains of vector adds where one accumulator waits on
 each add's latency (the layer norm kernel's compute on a cached row: 30 -> 19 us per 64 rows
@@ -41,7 +43,7 @@ table of reciprocals), and are folded by halves with Chan's combine after the lo
 tile's columns share the count likewise. Without lanes (a short row where forced: the policy
 keeps two vectorized sums there) the Welford loop is scalar. No tiling of row reductions, no
 cascade (blocked) sums; argmax/argmin stay in the row form. Softmax is the max, then one pass for exp and its sum,
-then the division: the online reduction (lowering/softmax.py, `mi_online_softmax_combine`)
+then the multiplication by the sum's reciprocal (`truediv`): the online reduction (lowering/softmax.py, `mi_online_softmax_combine`)
 is generated where the policy asks for it, but the C++ policy does not (a scalar loop with two
 exps per element measured 6x slower than the two vectorized passes over a row in cache).
 """
@@ -140,7 +142,7 @@ REDUCTION_COMBINE = {
 OMP_REDUCTION_OP = {"sum": "+", "prod": "*", "any": "||"}
 #: columns per tile of an outer reduction (CppKernel.reduces_columns): accumulators per thread
 COLUMN_TILE = 64
-#: accumulators per reduction of a row (CppKernel._codegen_lane_loops): 4 AVX2 vectors of floats
+#: accumulators per reduction of a row (CppKernel._codegen_lane_loops): 4 AVX2 or 2 AVX-512 vectors of floats
 LANES = 32
 
 
@@ -212,6 +214,8 @@ class CppKernel(Kernel):
                                                           self.reduction_vars[-1]))
         dtype = V.graph.get_dtype(name)
         expr = f"{self.args.input(name)}[{text}]"
+        if dtype == torch.bool:   # read as its byte: g++ leaves a loop that loads `bool` scalar (an attention mask)
+            expr = f"(reinterpret_cast<const uint8_t*>({self.args.input(name)})[{text}] != 0)"
         if dtype in LOAD_CONVERT:
             expr = f"{LOAD_CONVERT[dtype]}({expr})"
         return self.cse.generate(self.compute, expr)
@@ -240,6 +244,16 @@ class CppKernel(Kernel):
 
     def where(self, cond, a, b):
         return self.cse.generate(self.compute, CppOverrides.where(cond, a, b))
+
+    def truediv(self, a, b):
+        """Inside a row's loop, a division by a float reduction of the row (softmax's sum) is a
+        multiplication by its reciprocal, which g++ then computes once per row: a vector divide
+        per element made the [4096, 1024] softmax kernel ~15% slower. ATen's softmax multiplies
+        by the reciprocal too; the result may differ from a division in the last bit."""
+        acc = self.accumulators.get(str(b))
+        if acc is not None and acc[0] in ("float", "double") and self._current().kind == "loop":
+            return self.cse.generate(self.compute, f"mi_mul({a}, 1 / {b})")
+        return self.cse.generate(self.compute, CppOverrides.truediv(a, b))
 
     def indirect_indexing(self, x, size):
         var = self.cse.generate(self.compute, f"static_cast<int64_t>({x} < 0 ? {x} + {self.size(size)} : {x})")
@@ -497,8 +511,8 @@ class CppKernel(Kernel):
 
     def _codegen_lane_loops(self, code, block, var, size):
         """The innermost reduction loop in steps of LANES, each step's element t folded into
-        lane t of each accumulator: LANES independent chains of adds (a vector of 8 floats
-        per AVX2 register, 4 registers) where one accumulator waits on the latency of each add
+        lane t of each accumulator: LANES independent chains of adds (8 floats per AVX2
+        register, 4 registers; 16 per AVX-512 register, 2) where one accumulator waits on the latency of each add
         (Inductor's C++ reductions use several vector accumulators too). Then the tail, into the
         accumulator itself; the lanes are folded into it after the loops:
 

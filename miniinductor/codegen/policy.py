@@ -17,6 +17,8 @@ phase compares backend strings.
                           reduction (one pass over the row; `online_softmax`); None: never
     welford_min           C++: the shortest innermost reduced dim whose variance is one Welford
                           reduction (`welford`); None (Triton): never, two passes
+    tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
+                          own (`tile_split`), so it stays out of combo kernels; C++ loops need no tiles
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
 `tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
@@ -60,6 +62,7 @@ class BackendPolicy:
     persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
     online_softmax_min: int | None = PERSISTENT_REDUCTION_MAX + 1
     welford_min: int | None = None
+    tiled_transposes: bool = True
 
     def online_softmax(self, xnumel, rnumel) -> bool:
         """Compute softmax's row max and sum of exp as one online reduction (lowering/softmax.py)?
@@ -92,7 +95,8 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
         # online softmax: a row of the C++ kernels stays in cache between its passes, and the
         # online loop computes two exps per element where the max pass computes none
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
-                             mix_order_reduction=False, online_softmax_min=None, welford_min=2 * LANES)
+                             mix_order_reduction=False, online_softmax_min=None, welford_min=2 * LANES,
+                             tiled_transposes=False)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction,
                          mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)

@@ -12,7 +12,9 @@ Which groups combine: fused groups in one *generation* of the dependency graph (
 longest path from the graph's inputs to them has the same length; an edge always goes to
 a later generation, so no path joins two groups of one generation, and contracting groups
 within generations never makes a cycle), pointwise (no reduction loop), not mix-order,
-not transposed (Triton gives those a 2-D tiled grid: `tile_split`), smaller than
+not transposed where the policy tiles those (Triton: a 2-D grid, `tile_split`; a C++
+part is a loop nest like any other: the GPT-2 block's q/v copies and its k transpose share
+one OpenMP region), smaller than
 COMBO_MAX_NUMEL elements (a launch costs nothing next to a bigger one), in program order, at
 most COMBO_MAX_PARTS per combo and COMBO_MAX_ARGS buffers (Inductor's cap on a Triton
 kernel's arguments).
@@ -27,6 +29,7 @@ import math
 
 import networkx as nx
 
+from ..codegen.policy import BackendPolicy
 from ..codegen.triton_tiling import tile_split
 from ..ir.sizevars import is_static
 from .fusion import FusionDecision
@@ -60,7 +63,7 @@ def _buffers(group) -> set[str]:
     return {d.name for n in group.nodes for d in n.reads + n.writes}
 
 
-def combinable(group) -> str | None:
+def combinable(group, policy: BackendPolicy) -> str | None:
     """Why `group` keeps its own kernel, or None."""
     if not isinstance(group, FusedGroup) or isinstance(group, ComboGroup):
         return "not a generated kernel"
@@ -72,12 +75,12 @@ def combinable(group) -> str | None:
         return "symbolic sizes (a combo's program ranges are fixed at compile time)"
     if math.prod(group.R) >= COMBO_MAX_NUMEL:
         return f"{math.prod(group.R)} elements (at least COMBO_MAX_NUMEL={COMBO_MAX_NUMEL})"
-    if tile_split(group) is not None:
+    if policy.tiled_transposes and tile_split(group) is not None:
         return "transposed accesses (a tiled Triton kernel)"
     return None
 
 
-def combine_kernels(scheduler) -> list[ComboGroup]:
+def combine_kernels(scheduler, policy: BackendPolicy) -> list[ComboGroup]:
     """Replace runs of combinable groups of one generation by ComboGroups (the module
     docstring says which); record a decision for each."""
     graph = scheduler.dependency_graph()   # its nodes are the groups
@@ -86,7 +89,7 @@ def combine_kernels(scheduler) -> list[ComboGroup]:
     for generation in nx.topological_generations(graph):
         batch, args = [], 0
         for group in sorted(generation, key=lambda g: position[id(g)]):
-            if combinable(group) is not None:
+            if combinable(group, policy) is not None:
                 continue
             n = len(_buffers(group))
             if batch and (len(batch) == COMBO_MAX_PARTS or args + n > COMBO_MAX_ARGS):
