@@ -102,6 +102,7 @@ def test_cat_and_slices_with_symbolic_sizes():
     run_sizes(fn, lambda n: (randn(n, 5), randn(n + 7, 5)), (3, 6, 17, 40))
 
 
+@pytest.mark.sweep   # ~15 s under the interpreter; test_symbolic.py runs the same on C++ in the quick suite
 def test_gpt2_block_sequence_lengths_compile_once():
     """Dynamo bounds T by max_seq (the causal mask is sliced to T): the attention softmax,
     over rows of T, is persistent with an RBLOCK of max_seq, right for every T."""

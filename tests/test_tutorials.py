@@ -69,7 +69,13 @@ def runs(request, tmp_path_factory):
         pool.shutdown(cancel_futures=True)   # after a failure (-x), start no more of them
 
 
-@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+#: the slowest tutorial (~26 s: the accuracy debugger runs every graph twice, interpreted and
+#: compiled) runs with the sweeps, which CI runs after the quick suite
+SWEEP_TUTORIALS = {"11_accuracy_debugger"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.sweep) if p.stem in SWEEP_TUTORIALS else p
+                                  for p in TUTORIALS], ids=[p.stem for p in TUTORIALS])
 def test_tutorial_runs(path, runs):
     result, elapsed = runs[path].result()
     if isinstance(result, subprocess.TimeoutExpired):
