@@ -23,6 +23,12 @@ is set against the copy bandwidth of a 64 MB tensor (``clone()``, and ``copy_()`
 into a preallocated buffer). First-compile time of the GPT-2 block is measured
 in a fresh subprocess with empty cache folders (MINIINDUCTOR_CACHE_DIR,
 TORCHINDUCTOR_CACHE_DIR). A failing backend gives an error row, not a crash.
+
+On a machine whose cores other work shares, run it with ``OMP_WAIT_POLICY=PASSIVE``:
+libgomp's default policy spins at every barrier, and with two threads a parallel region
+then stalls ~8 ms whenever the other process holds a core, for ATen's ops and our kernels
+alike (they share one libgomp), so the cells count parallel regions, not kernel speed
+(docs/benchmarks.md, "CPU rows on two threads (issue 15), third round").
 """
 
 from __future__ import annotations
