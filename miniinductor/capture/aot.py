@@ -119,8 +119,8 @@ def _triton_kernels(config: Config, example_inputs) -> bool:
 
 
 def partition(joint_module, joint_inputs, **kwargs):
-    """The joint graph's passes (joint_graph.py), then Inductor's partitioner; then each activation the backward takes is labelled with the
-    forward value whose memory it is (`node.meta["saved_storage"]`: (name, bytes), or None for
+    """The joint graph's passes (joint_graph.py), then Inductor's partitioner; then each
+    activation the backward takes is labelled with the forward value whose memory it is (`node.meta["saved_storage"]`: (name, bytes), or None for
     a view of a forward input, a parameter's transpose), for the memory plan
     (memory_planning.freeable_inputs): a view is freed only with the last tensor of its storage."""
     if remove_pointless_converts(joint_module.graph, kwargs["num_fwd_outputs"]):

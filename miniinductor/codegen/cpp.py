@@ -42,10 +42,11 @@ reciprocal (`mi_welford_step`: a division per step of 32, not per element; Induc
 table of reciprocals), and are folded by halves with Chan's combine after the loop; a column
 tile's columns share the count likewise. Without lanes (a short row where forced: the policy
 keeps two vectorized sums there) the Welford loop is scalar. No tiling of row reductions, no
-cascade (blocked) sums; argmax/argmin stay in the row form. Softmax is the max, then one pass for exp and its sum,
-then the multiplication by the sum's reciprocal (`truediv`): the online reduction (lowering/softmax.py, `mi_online_softmax_combine`)
-is generated where the policy asks for it, but the C++ policy does not (a scalar loop with two
-exps per element measured 6x slower than the two vectorized passes over a row in cache).
+cascade (blocked) sums; argmax/argmin stay in the row form. Softmax is the max, then one pass
+for exp and its sum, then the multiplication by the sum's reciprocal (`truediv`): the online
+reduction (lowering/softmax.py, `mi_online_softmax_combine`) is generated where the policy
+asks for it, but the C++ policy does not (a scalar loop with two exps per element measured 6x
+slower than the two vectorized passes over a row in cache).
 """
 from __future__ import annotations
 
