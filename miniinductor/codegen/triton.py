@@ -96,7 +96,7 @@ import torch
 from ..ir.indexing import pexpr, simplify_with_ranges
 from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.triton_runtime import HELPERS, cdiv, interpreting, next_power_of_2
+from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
 from .common import CSE, LOW_PRECISION, CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
 from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
@@ -252,7 +252,8 @@ class TritonKernel(Kernel):
         if dtype == torch.bool:
             return x if src == torch.bool else self._gen(f"{text} != 0", torch.bool, dims)
         if dtype in LOW_PRECISION:  # round as eager would, keep computing in float32
-            if interpreting() and not src.is_floating_point:   # its int -> bfloat16 keeps the bits
+            # a CPU graph's Triton kernels run in the interpreter (wrapper.py), whose int -> bfloat16 keeps the bits
+            if V.graph.current_device().type == "cpu" and not src.is_floating_point:
                 text = f"{text}.to(tl.float32)"
             return self._gen(f"{text}.to({TRITON_TYPE[dtype]}).to(tl.float32)", torch.float32, dims)
         if src == dtype:
