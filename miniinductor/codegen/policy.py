@@ -19,6 +19,8 @@ phase compares backend strings.
                           reduction (`welford`); None (Triton): never, two passes
     tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
                           own (`tile_split`), so it stays out of combo kernels; C++ loops need no tiles
+    vector_matrix_max     C++: a single row times a matrix (`[1, K] @ w.t()`) up to this many
+                          matrix elements is a reduction kernel, not a BLAS call (`vector_matrix`)
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
 `tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
@@ -48,6 +50,8 @@ MAX_BLOCK_NUMEL = 4096
 MIX_ORDER_KINDS = {"sum": "sum", "max": "amax", "min": "amin"}
 #: fewer rows than this: two plain kernels are as good
 MIX_ORDER_MIN_ROWS = 256
+#: C++: the largest K * N whose single-row product `[1, K] @ [K, N]` is our reduction kernel
+VECTOR_MATRIX_MAX = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +67,17 @@ class BackendPolicy:
     online_softmax_min: int | None = PERSISTENT_REDUCTION_MAX + 1
     welford_min: int | None = None
     tiled_transposes: bool = True
+    vector_matrix_max: int = 0
+
+    def vector_matrix(self, a: torch.Tensor, b: torch.Tensor) -> bool:
+        """Compute `a @ b` for a single row `a` [1, K] and `b` [K, N] read along K (a Linear's
+        `weight.t()`) as a reduction kernel (lowering/matmul.vector_matrix), not a BLAS call?
+        C++: for float32/float64 with K * N at most `vector_matrix_max`. The BLAS call pays
+        for its threads' start-up at every layer of a batch-1 MLP; our kernel fuses the bias and
+        activation and runs its rows on the threads the kernel already has."""
+        static = all(isinstance(n, int) for n in (*a.shape, *b.shape, *b.stride()))
+        return (static and a.shape[0] == 1 and b.dim() == 2 and (b.stride(0) == 1 or b.shape[0] == 1)
+                and a.dtype in (torch.float32, torch.float64) and b.shape[0] * b.shape[1] <= self.vector_matrix_max)
 
     def online_softmax(self, xnumel, rnumel) -> bool:
         """Compute softmax's row max and sum of exp as one online reduction (lowering/softmax.py)?
@@ -96,7 +111,7 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
         # online loop computes two exps per element where the max pass computes none
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
                              mix_order_reduction=False, online_softmax_min=None, welford_min=2 * LANES,
-                             tiled_transposes=False)
+                             tiled_transposes=False, vector_matrix_max=VECTOR_MATRIX_MAX)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction,
                          mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)

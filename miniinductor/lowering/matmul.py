@@ -25,6 +25,13 @@ GEMM template's configurations, those `max_autotune_gemm_backends` allows. A tem
 becomes a `TemplateBuffer` whose pointwise readers the scheduler fuses into its store;
 addmm is the template plus `alpha * product + beta * bias`, a pointwise node that fuses
 the same way (the product rounded to float16/bfloat16 first, as unfuse_addmm's add).
+
+`vector_matrix`: on the CPU, a single row times a Linear's weight (`[1, K] @ w.t()`, batch-1
+inference) is a reduction kernel of ours, the previous layer's bias and activation inlined
+into its loads. Inductor's CPU `addmm`/`mm` decompositions (`torch/_inductor/decomposition.py`)
+do this for K, N <= 16 only; ours goes up to `VECTOR_MATRIX_MAX` elements (codegen/policy.py),
+where a BLAS call's per-call cost, not its arithmetic, set the time: a six-layer
+Linear(256, 256) MLP's `call(args)` took 175 µs as six `addmm` calls, 91 µs as our kernels.
 """
 from __future__ import annotations
 
@@ -41,7 +48,9 @@ from ..ir.sizevars import SymbolicUnsupported
 from ..logs import get_logger
 from ..virtualized import V, ops
 from .pointwise import KIND, make_pointwise, promote
+from .reductions import make_reduction
 from .registry import aten, register_lowering
+from .views import permute
 
 log = get_logger("autotune")
 
@@ -183,15 +192,34 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
                                                 origins=[graph.current_node_name()], timings=selection.timings)), ""
 
 
+def vector_matrix(a, b):
+    """`a @ b` for a single row `a` [1, K] as a reduction of our own (`sum_k a[0, k] * b[k, n]`),
+    where the policy says so (`BackendPolicy.vector_matrix`: C++ kernels, b read along k), else
+    None. Inductor's CPU `addmm` decomposition does this for K, N <= 16; see the policy for why
+    ours goes further."""
+    graph = V.graph
+    a_val, b_val = (getattr(graph.current_input_node(k), "meta", {}).get("val") for k in (-2, -1))
+    if not (isinstance(a_val, torch.Tensor) and isinstance(b_val, torch.Tensor) and a_val.dim() == 2
+            and a_val.dtype == b_val.dtype and graph.policy.vector_matrix(a_val, b_val)):
+        return None
+    column = permute(a, [1, 0])                                                  # [K, 1]
+    products = make_pointwise(lambda x, w: ops.mul(x, w), (column, b), a_val.dtype)   # [K, N]
+    return make_reduction(products, [0], True, "sum")                            # [1, N]
+
+
 @register_lowering(aten.mm, aten.bmm)
 def tuned_mm(a, b):
+    if (product := vector_matrix(a, b)) is not None:
+        return product
     product, reason = gemm_template(a, b)
     return product if product is not None else V.graph.fallback(V.graph.current_target(), [a, b], {}, reason)
 
 
 @register_lowering(aten.addmm)
 def tuned_addmm(bias, a, b, *, beta=1, alpha=1):
-    product, reason = gemm_template(a, b)
+    product, reason = vector_matrix(a, b), ""
+    if product is None:
+        product, reason = gemm_template(a, b)
     if product is None:
         kwargs = {k: v for k, v in (("beta", beta), ("alpha", alpha)) if v != 1}
         return V.graph.fallback(V.graph.current_target(), [bias, a, b], kwargs, reason)
