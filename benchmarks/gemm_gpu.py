@@ -6,6 +6,7 @@
     MINIINDUCTOR_LOGS=autotune python benchmarks/gemm_gpu.py --only MLP --profile
                                                      # + GPU ms of each kernel, and the autotune tables
     python benchmarks/gemm_gpu.py --only MLP --options '{"coordinate_descent_tuning": true}'
+    python benchmarks/gemm_gpu.py --only fwd+bwd --backends ours    # one backend a run (a long cold compile)
 
 Workloads: an MLP on a 4096x1024 batch (Linear 1024->4096, GELU, Linear 4096->1024) in
 float32 and bfloat16, a GPT-2 block forward (B=8, T=512, d=768) and a GPT-2 block training
@@ -140,7 +141,7 @@ def first_call(make, x, smoke: bool, reference=None, step=forward):
 
 
 def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool = False,
-        options: dict | None = None) -> list[dict]:
+        options: dict | None = None, backends=("ours", "inductor", "triton_only")) -> list[dict]:
     ours_options = {**({"cpu_backend": "triton"} if smoke else {}), **(options or {})}
     rows = []
     for name, (module, x, step) in workloads(smoke).items():
@@ -150,21 +151,23 @@ def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool
         if profile:
             row["eager_profile"] = kernel_times(module, x, smoke, step)
         reference = step(module, x).detach()
-        ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
-                                                    x, smoke, reference, step)
-        row["ours_ms"] = time_ms(ours, x, smoke, step)
-        if profile:
-            row["ours_profile"] = kernel_times(ours, x, smoke, step)
-        if not smoke:
+        if "ours" in backends:
+            ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
+                                                        x, smoke, reference, step)
+            row["ours_ms"] = time_ms(ours, x, smoke, step)
+            if profile:
+                row["ours_profile"] = kernel_times(ours, x, smoke, step)
+        if not smoke and "inductor" in backends:
             inductor, row["inductor_compile_s"], _ = first_call(lambda: torch.compile(module, mode=mode), x, smoke,
                                                                 step=step)
             row["inductor_ms"] = time_ms(inductor, x, smoke, step)
-        triton_only, _, graphs = first_call(lambda: miniinductor.compile(
-            module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference, step)
-        row["triton_only_ms"] = time_ms(triton_only, x, smoke, step)
-        if profile:
-            row["triton_only_profile"] = kernel_times(triton_only, x, smoke, step)
-        row["aten_matmuls_left"] = sum(g.wrapper_source.count(op) for g in graphs for op in ATEN_MATMULS)
+        if "triton_only" in backends:
+            triton_only, _, graphs = first_call(lambda: miniinductor.compile(
+                module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference, step)
+            row["triton_only_ms"] = time_ms(triton_only, x, smoke, step)
+            if profile:
+                row["triton_only_profile"] = kernel_times(triton_only, x, smoke, step)
+            row["aten_matmuls_left"] = sum(g.wrapper_source.count(op) for g in graphs for op in ATEN_MATMULS)
         if tma:   # every matmul from a template, persistent ones (TMA on 9.0+) among the choices
             tma_fn, _, graphs = first_call(lambda: miniinductor.compile(
                 module, mode=mode, max_autotune_gemm_backends="TRITON", enable_persistent_tma_matmul=True,
@@ -186,12 +189,14 @@ def markdown(rows: list[dict], device: str, mode: str) -> str:
              "| TRITON only | cuBLAS/TRITON | ATen matmuls left | TRITON + persistent/TMA | TMA kernels |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        eager, ours, ind = r["eager_ms"], r["ours_ms"], r.get("inductor_ms")
-        inductor = f"{ind:.3f} ({eager / ind:.2f}x)" if ind else "-"
-        versus = f"{ind / ours:.2f}x" if ind else "-"
-        lines.append(f"| {r['workload']} | {eager:.3f} | {ours:.3f} ({eager / ours:.2f}x) | {inductor} | {versus} "
-                     f"| {r['ours_compile_s']:.1f} | {r.get('inductor_compile_s', float('nan')):.1f} "
-                     f"| {r['triton_only_ms']:.3f} | {eager / r['triton_only_ms']:.2f}x | {r['aten_matmuls_left']} "
+        eager, ours, ind, only = r["eager_ms"], r.get("ours_ms"), r.get("inductor_ms"), r.get("triton_only_ms")
+        timed = lambda ms: f"{ms:.3f} ({eager / ms:.2f}x)" if ms else "-"  # noqa: E731
+        versus = f"{ind / ours:.2f}x" if ind and ours else "-"
+        seconds = lambda key: f"{r[key]:.1f}" if key in r else "-"  # noqa: E731
+        lines.append(f"| {r['workload']} | {eager:.3f} | {timed(ours)} | {timed(ind)} | {versus} "
+                     f"| {seconds('ours_compile_s')} | {seconds('inductor_compile_s')} "
+                     f"| {f'{only:.3f}' if only else '-'} | {f'{eager / only:.2f}x' if only else '-'} "
+                     f"| {r.get('aten_matmuls_left', '-')} "
                      + (f"| {r['tma_ms']:.3f} ({eager / r['tma_ms']:.2f}x) | {r['tma_kernels']} |" if "tma_ms" in r
                         else "| - | - |"))
     return "\n".join(lines)
@@ -206,6 +211,9 @@ def main():
     parser.add_argument("--only", default="", help="only the workloads whose name contains this (e.g. MLP)")
     parser.add_argument("--tma", action="store_true",
                         help="also ours with TRITON only + enable_persistent_tma_matmul (persistent/TMA templates)")
+    parser.add_argument("--backends", default="ours,inductor,triton_only",
+                        help="which to compile and time, comma-separated (ours, inductor, triton_only): a workload "
+                             "whose cold compiles do not all fit in one run is run once per backend")
     parser.add_argument("--profile", action="store_true",
                         help="also each kernel's GPU time per call (torch.profiler): fused vs bare templates")
     parser.add_argument("--options", default="{}",
@@ -215,7 +223,10 @@ def main():
     if not args.smoke and not torch.cuda.is_available():
         parser.error("needs a GPU (or --smoke)")
     torch.backends.cuda.matmul.allow_tf32 = False   # IEEE float32 for eager, Inductor and ours alike
-    rows = run(args.smoke, args.mode, args.only, args.tma, args.profile, json.loads(args.options))
+    backends = args.backends.split(",")
+    if unknown := set(backends) - {"ours", "inductor", "triton_only"}:
+        parser.error(f"unknown --backends {', '.join(sorted(unknown))}: choose among ours, inductor, triton_only")
+    rows = run(args.smoke, args.mode, args.only, args.tma, args.profile, json.loads(args.options), backends)
     device = "CPU (smoke, interpreted)" if args.smoke else torch.cuda.get_device_name()
     print(markdown(rows, device, args.mode))
     if args.out:

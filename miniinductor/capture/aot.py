@@ -54,7 +54,7 @@ from ..config import Config
 from ..ir.sizevars import SymbolicUnsupported
 from .decompositions import decomposition_table
 from .freezing import compile_frozen, frozen_candidates
-from .joint_graph import partitioner_knows_our_ops, remove_pointless_converts
+from .joint_graph import partitioner_knows_our_ops, remove_pointless_converts, sum_of_one_hot
 from .specialize import PerShape, Specializer, _compile_id, has_symbolic_inputs
 from .specialize import log as dynamic_log
 
@@ -123,7 +123,7 @@ def partition(joint_module, joint_inputs, **kwargs):
     activation the backward takes is labelled with the forward value whose memory it is (`node.meta["saved_storage"]`: (name, bytes), or None for
     a view of a forward input, a parameter's transpose), for the memory plan
     (memory_planning.freeable_inputs): a view is freed only with the last tensor of its storage."""
-    if remove_pointless_converts(joint_module.graph, kwargs["num_fwd_outputs"]):
+    if remove_pointless_converts(joint_module.graph, kwargs["num_fwd_outputs"]) + sum_of_one_hot(joint_module.graph):
         joint_module.recompile()
     with partitioner_knows_our_ops():
         fw_module, bw_module = min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
