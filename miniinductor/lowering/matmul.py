@@ -200,7 +200,8 @@ def vector_matrix(a, b):
     graph = V.graph
     a_val, b_val = (getattr(graph.current_input_node(k), "meta", {}).get("val") for k in (-2, -1))
     if not (isinstance(a_val, torch.Tensor) and isinstance(b_val, torch.Tensor) and a_val.dim() == 2
-            and a_val.dtype == b_val.dtype and graph.policy.vector_matrix(a_val, b_val)):
+            and a_val.dtype == b_val.dtype and graph.policy.vector_matrix(a_val, b_val)
+            and [list(x.get_size()) for x in (a, b)] == [list(a_val.shape), list(b_val.shape)]):
         return None
     column = permute(a, [1, 0])                                                  # [K, 1]
     products = make_pointwise(lambda x, w: ops.mul(x, w), (column, b), a_val.dtype)   # [K, N]
