@@ -32,7 +32,7 @@ pytest.importorskip("triton")
 import miniinductor  # noqa: E402
 from miniinductor import config as config_module  # noqa: E402
 from miniinductor.codegen import epilogue_tuning  # noqa: E402
-from miniinductor.codegen.triton_template import Gemm, config_text, coordinate_descent  # noqa: E402
+from miniinductor.codegen.triton_template import FMA_MAX_TILE, Gemm, config_text, coordinate_descent, gemm_configs  # noqa: E402
 from miniinductor.compile_fx import collect_compiled, generate_kernel  # noqa: E402
 from miniinductor.config import Config, list_options  # noqa: E402
 from miniinductor.runtime import helpers  # noqa: E402
@@ -440,3 +440,16 @@ def test_coordinate_descent_option_on_the_cpu(caplog):
                                     max_autotune=True, coordinate_descent_tuning=True)
     check(out, expected, torch.float32)
     assert "nor coordinate descent" in caplog.text
+
+
+def test_ieee_float32_skips_the_widest_tile():
+    """An IEEE float32 dot runs on FMA units: the 128x256 tile is not tried (it came last in
+    every float32 GEMM on an H100); tensor-core dtypes and TF32 keep it."""
+    from miniinductor.ir.nodes import Layout, contiguous_strides
+
+    def configs(dtype, fma):
+        a, b = (Layout(torch.device("cpu"), dtype, size, contiguous_strides(size)) for size in ([4096, 768], [768, 2304]))
+        return [(c["BLOCK_M"], c["BLOCK_N"]) for c in gemm_configs(Gemm.of(a, b), fma=fma)]
+    ieee = configs(torch.float32, True)
+    assert ieee and all(m * n <= FMA_MAX_TILE for m, n in ieee) and (128, 128) in ieee
+    assert (128, 256) in configs(torch.float32, False) and (128, 256) in configs(torch.bfloat16, False)

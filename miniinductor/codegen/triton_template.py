@@ -69,6 +69,10 @@ TEMPLATE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 GEMM_CONFIGS = [(64, 64, 32, 4, 4), (128, 128, 32, 4, 3), (128, 128, 64, 8, 3), (64, 128, 32, 4, 4),
                 (128, 64, 32, 4, 4), (128, 256, 64, 8, 3), (32, 32, 32, 2, 2)]
 GROUP_M = 8
+#: the largest BLOCK_M * BLOCK_N tried for an IEEE float32 dot: on an H100 the 128x256 tile
+#: came last of 8 choices in every float32 GEMM of the GPT-2 block (at 10-16% of the winner's
+#: speed) and was the slowest to compile (docs/benchmarks_gpu.md, 2026-11-26 later)
+FMA_MAX_TILE = 128 * 128
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,12 +125,15 @@ def template_problem(layouts, dtypes) -> str | None:
     return None
 
 
-def gemm_configs(g: Gemm, persistent: str | None = None, programs: int = 0) -> list[dict]:
+def gemm_configs(g: Gemm, persistent: str | None = None, programs: int = 0, fma: bool = False) -> list[dict]:
     """GEMM_CONFIGS with blocks shrunk to the problem (at least 16: tl.dot's minimum),
     deduplicated. `persistent` ("tma" or "plain"): the persistent form of each, `programs`
-    programs looping over the tiles (one per SM on a GPU)."""
+    programs looping over the tiles (one per SM on a GPU). `fma` (an IEEE float32 dot, which
+    runs on the FMA units, not tensor cores): without tiles over FMA_MAX_TILE elements."""
     found = []
     for bm, bn, bk, warps, stages in GEMM_CONFIGS:
+        if fma and bm * bn > FMA_MAX_TILE:
+            continue
         config = {"BLOCK_M": min(bm, max(16, next_power_of_2(g.M))), "BLOCK_N": min(bn, max(16, next_power_of_2(g.N))),
                   "BLOCK_K": min(bk, max(16, next_power_of_2(g.K))), "GROUP_M": GROUP_M,
                   "num_warps": warps, "num_stages": stages}
@@ -372,7 +379,8 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
     (problem, device, tf32, backends, descent). Under the interpreter nothing is timed:
     the first template config is taken."""
     programs = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-    configs = (gemm_configs(g, persistent, programs) if persistent else []) + gemm_configs(g) \
+    fma = g.dtype == torch.float32 and not allow_tf32
+    configs = (gemm_configs(g, persistent, programs, fma) if persistent else []) + gemm_configs(g, fma=fma) \
         if "TRITON" in backends else []
     if not configs:
         return GemmSelection(None, [])
