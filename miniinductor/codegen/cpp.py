@@ -24,7 +24,8 @@ With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size 
 which the function takes after its pointers (`const int64_t s0`), and whether the loops
 run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
 
-Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
+Simplified: no explicit vectorization (`at::vec`; one exception, the AVX-512 16 x 16 transpose
+of cpp_prelude.h); we write simd-friendly scalar loops and
 let the compiler vectorize with -O3 -march=native (`omp simd`; exp, erf, tanh... through
 glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
 (`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
