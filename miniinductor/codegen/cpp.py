@@ -178,7 +178,7 @@ class CppKernel(Kernel):
         self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
         self.multi_output_done: dict[tuple, tuple] = {}      # (block, type, value) → its outputs: computed once
         self.access_strides = {"load": [], "store": []}      # a pointwise kernel's, for its loop order (cpp_loops.py)
-        self.plain_loads: list[tuple] = []                   # (buffer, pointer expression, strides): may be read by tiles
+        self.plain_loads: list[tuple] = []                   # (buffer, index, strides): may be read tile by tile
         self.masked_depth = 0                                # inside an ops.masked body (its loads may be out of bounds)
 
     # ------------------------------------------------------------------ blocks
@@ -281,7 +281,7 @@ class CppKernel(Kernel):
         lambda_var = self.cse.newvar()
         outer = self.compute
         self.compute = IndentedBuffer()
-        self.masked_depth += 1
+        self.masked_depth += 1   # (its loads are not copied tile by tile: they may fall outside)
         with self.cse.scope(), self.masked_scope():
             result = body()
         self.masked_depth -= 1
@@ -445,7 +445,7 @@ class CppKernel(Kernel):
         """Each transposed load of a tiled kernel is copied into a local tile first
         (`self.tile_prologue`) and read from there by the body; returns the tile's loops."""
         self.tile_prologue = []
-        a, b = plan.tile
+        b = plan.tile[1]
         corner = {v: sympy.Symbol(f"{v}_tile", integer=True, nonnegative=True) for v in plan.tile}
         full = all(self.hint(self.var_ranges[v]) % TILE == 0 for v in plan.tile)
         seen = set()
