@@ -195,3 +195,21 @@ def test_masked_load_in_a_transposing_kernel():
     """A padded read (its load masked where it falls outside x) is gathered, not tiled."""
     fn = lambda x: F.pad(x, (1, 1, 2, 0)).contiguous() * 2   # noqa: E731
     check(fn, channels_last(2, 32, 6, 14))
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((2, 1, 8, 8), (4, 1, 3, 3)), ((2, 4, 1, 1), (8, 4, 1, 1)),
+                                              ((1, 4, 5, 5), (8, 4, 3, 3)), ((2, 3, 8, 8), (1, 3, 3, 3))])
+def test_conv_output_strides_as_aten_gives_them(x_shape, w_shape):
+    """One input channel: the input is NCHW and channels-last at once, and ATen returns NCHW;
+    1x1 images, one image, one output channel. The ExternKernel's strides are ATen's (else the
+    wrapper's check_layout copies the output on every call)."""
+    w = randn(*w_shape)
+    fn = lambda x: F.conv2d(x, w).relu()   # noqa: E731
+    x = randn(*x_shape)
+    with torch.no_grad():
+        check(fn, x, **CONV_TOL)
+        (cg,) = compiled_graphs(fn, x)
+    from miniinductor.ir.nodes import ExternKernel
+    (conv,) = [b for b in cg.graph.buffers if isinstance(b, ExternKernel)]
+    expected = F.conv2d(x.contiguous(memory_format=torch.channels_last), w).stride()
+    assert all(a == b for a, b, n in zip(conv.layout.stride, expected, conv.layout.size) if n != 1)

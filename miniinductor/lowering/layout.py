@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from ..ir.nodes import IRNode, Layout, Pointwise, StorageBox, strided_view_of
 from ..ir.sizevars import as_exprs
@@ -83,9 +84,16 @@ def require_channels_last(x: IRNode) -> IRNode:
 
 def constrain_extern(graph, node: torch.fx.Node, args) -> tuple[list, list | None]:
     """(the args an extern op gets, the strides of its output, None: the meta's): under
-    `graph.layout_opt`, a 2-D convolution takes its input channels-last and so returns its
-    output channels-last (ATen's convolution follows its input's memory format)."""
+    `graph.layout_opt`, a 2-D convolution takes its input channels-last, and so returns its
+    output channels-last -- unless the input is NCHW as well (one channel), when ATen returns
+    NCHW: what ATen does is found by running it on fake CPU tensors of the traced sizes (as
+    Inductor's `conv_layout`; meta tensors would not say: their convolution ignores the layout)."""
     if not (graph.layout_opt and _is_2d_conv(node)):
         return list(args), None
-    meta = node.meta["val"]
-    return [require_channels_last(args[0]), *args[1:]], channels_last_strides(as_exprs(meta.shape))
+    hint = graph.sizevars.size_hint
+    with unset_fake_temporarily(), FakeTensorMode():
+        x = torch.empty([hint(n) for n in args[0].get_size()]).contiguous(memory_format=torch.channels_last)
+        out = node.target(x, torch.empty([hint(n) for n in args[1].get_size()]), None, *args[3:])
+    channels_last = out.is_contiguous(memory_format=torch.channels_last)
+    stride = channels_last_strides(as_exprs(node.meta["val"].shape)) if channels_last else None
+    return [require_channels_last(args[0]), *args[1:]], stride
