@@ -101,11 +101,14 @@ def test_freezing():
 
 
 def test_dynamic_shapes():
+    """Symbolic sizes keep NCHW (layout.py); a graph specialised per shape is static."""
     model = conv_bn_relu()
     compiled = compile_fn(model, dynamic=True)
     with torch.no_grad():
         for n, h in [(2, 8), (3, 11), (4, 6)]:
             check(model, randn(n, 16, h, h), compiled=compiled, **CONV_TOL)
+        for cg in compiled_graphs(model, randn(3, 16, 9, 9), dynamic=True):
+            assert cg.graph.layout_opt == (not cg.graph.sizevars.symbolic)
 
 
 def test_zoo_resnet_eval():

@@ -22,7 +22,8 @@ Simplified against Inductor:
     graph the saved activations keep eager's strides for the backward graph (which
     AOTAutograd compiled against them; Inductor reports its real strides back to
     AOTAutograd instead), so each convolution would add a transposing copy, and
-    `convolution_backward` stays NCHW.
+    `convolution_backward` stays NCHW. Symbolic sizes keep NCHW too: the copies would be
+    gathers there (cpp_loops.py tiles static sizes only), costing what the convolution gains.
   * Only the input is converted, not the weight (Inductor converts both). Non-transposed
     4-D floating-point convolutions only. The decision is logged (`miniinductor` logger, INFO)
     and kept in `GraphLowering.layout_opt`.
@@ -50,10 +51,11 @@ def _is_2d_conv(node: torch.fx.Node) -> bool:
 
 def decide_layout_opt(gm: torch.fx.GraphModule, policy, config, name: str) -> bool:
     """Run this graph's 2-D convolutions channels-last? (Inductor's `decide_layout_opt`.)"""
-    convs = sum(_is_2d_conv(n) for n in gm.graph.nodes if n.op == "call_function")
-    decided = bool(convs) and config.layout_optimization and policy.channels_last_conv and name == "inference"
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and _is_2d_conv(n)]
+    static = all(isinstance(s, int) for n in convs for s in n.meta["val"].shape)
+    decided = bool(convs) and static and config.layout_optimization and policy.channels_last_conv and name == "inference"
     if decided:
-        log.info("layout_opt: %d convolution(s) of %s run channels-last", convs, name)
+        log.info("layout_opt: %d convolution(s) of %s run channels-last", len(convs), name)
     return decided
 
 
