@@ -89,9 +89,9 @@ def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
     tiled = _tile_dim(inner, order, [a for a in loads + stores[1:] if a is not None], size)
     if order == moving and tiled is None:
         return None
-    step = {v: TILE if tiled is not None and v in (tiled, inner) else 1 for v in order}
+    step = {v: TILE if tiled is not None and v in (tiled, inner) else 1 for v in itervars}
     loops = [Loop(f"{v}_tile" if step[v] > 1 else str(v), "0", str(size[v]), step[v], -(-size[v] // step[v]))
-             for v in order]
+             for v in [v for v in itervars if size[v] == 1] + order]   # (a body may name a size-1 dim's variable)
     if tiled is None:
         return LoopPlan(loops)
     for v in (tiled, inner):
