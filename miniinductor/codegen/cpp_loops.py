@@ -12,18 +12,21 @@ which walks memory in order only for a contiguous store. Two cases were slow
     the innermost loop is the one the store is contiguous along.
   * a transpose (a load contiguous along another dim than the store, e.g. a channels-last
     convolution's output read by a kernel that writes NCHW): one side strides whatever the
-    order (1.5 ms for BatchNorm + ReLU so; Inductor 0.36 ms). The two dims, `a` (the load's
-    contiguous one) and the store's innermost `b`, are cut into TILE x TILE tiles: the loops
-    walk the tiles, then `a` and `b` inside one, `b` innermost (`omp simd`: contiguous
-    stores, the load a gather of TILE cache lines that stay in L1 while `a` runs over them).
+    order (1.2-1.5 ms for BatchNorm + ReLU so; Inductor 0.36 ms). The two dims, `a` (the
+    load's contiguous one) and the store's innermost `b`, are cut into TILE x TILE tiles: the
+    loops walk the tiles; in each, every transposed load is first copied into a local array
+    (`tile_buffer_code`: `mi_transpose_16x16`, or a scalar loop), then `a` and `b` run over
+    the tile, `b` innermost (`omp simd`: the array read and the store both contiguous).
+    BatchNorm + ReLU: 0.21 ms.
 
 Mirrors the loop-order choice of `torch/_inductor/ir.py` (`ComputedBuffer.simplify_and_reorder`,
 `pick_loop_order`: loops sorted by the strides of the buffer's reads and writes) and the
 tiled kernel of `torch/_inductor/codegen/cpp.py` (`CppTile2DKernel`, `transpose_mxn`).
 Simplified: only pointwise kernels with static sizes whose stores are affine in the loop
 variables (a store through an index read from memory keeps the default order); the order
-follows the first store alone (Inductor weighs every access); one tile per kernel, of a
-fixed size, gathered by the compiler's vectorizer rather than transposed in registers.
+follows the first store alone (Inductor weighs every access); one pair of tiled dims per
+kernel, 16 x 16; only full float32 tiles are transposed in registers (others, and the edges
+of loops that 16 does not divide, by a scalar loop); stores are never staged through a tile.
 """
 from __future__ import annotations
 
