@@ -25,8 +25,9 @@ tiled kernel of `torch/_inductor/codegen/cpp.py` (`CppTile2DKernel`, `transpose_
 Simplified: only pointwise kernels with static sizes whose stores are affine in the loop
 variables (a store through an index read from memory keeps the default order); the order
 follows the first store alone (Inductor weighs every access); one pair of tiled dims per
-kernel, 16 x 16; only full float32 tiles are transposed in registers (others, and the edges
-of loops that 16 does not divide, by a scalar loop); stores are never staged through a tile.
+kernel, 16 x 16; float32 tiles are transposed in registers (with AVX-512) only where 16
+divides both tiled dims (other dtypes and sizes: a scalar copy loop); stores are never staged
+through a tile.
 """
 from __future__ import annotations
 
