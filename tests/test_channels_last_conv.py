@@ -5,7 +5,9 @@
   value stored channels-last in the first place) and return channels-last; outputs keep
   eager's strides (`check` compares them). Checked in the wrapper's text and in
   `GraphLowering.layout_opt`.
-* Training graphs, Triton kernels and `layout_optimization=False` keep NCHW.
+* ATen's own output strides where the input is NCHW too (one channel); freezing.
+* Training graphs (gradients vs eager), symbolic sizes, Triton kernels and
+  `layout_optimization=False` keep NCHW; the zoo's ResNet in eval runs channels-last.
 * Pointwise kernels on channels-last tensors: values for sizes that do and do not fill the
   16 x 16 tiles, low precision (a tile copied by a loop), a masked (padded) load; the loop
   order and the tile in the kernel text.
