@@ -8,6 +8,7 @@ callable). `compile_graph` is the table of contents, every pass in order:
     lower            policy_for            the backend policy, once per graph (codegen/policy.py)
                      unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
                      addmm_activation      gelu(addmm), CUDA relu(addmm) → one _addmm_activation call (matmul.py)
+                     decide_layout_opt     C++, inference: 2-D convolutions channels-last (lowering/layout.py)
                      GraphLowering.run     ATen ops → loop IR (lowering/graph.py), node by node,
                        realize_where_demanded  each node's value, once lowered: a buffer or inlined
                                            (outputs, reductions, expensive values read twice)
@@ -62,6 +63,7 @@ from .config import Config
 from .logs import get_logger
 from .lowering import GraphLowering, addmm_activation, note_unused_tma, split_reductions, unfuse_addmm
 from .lowering.graph import graph_device
+from .lowering.layout import decide_layout_opt
 from .runtime.cpp_builder import write_source
 from .runtime.cudagraphs import cudagraphify
 from .runtime.triton_runtime import precompile_all
@@ -100,7 +102,9 @@ def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph"
     note_unused_tma(policy, config)
     unfuse_addmm(gm, policy, config)
     addmm_activation(gm, config)
-    graph = GraphLowering(gm, example_inputs, config, name, policy).run()   # + realize_where_demanded per node
+    graph = GraphLowering(gm, example_inputs, config, name, policy)
+    graph.layout_opt = decide_layout_opt(gm, policy, config, name)
+    graph.run()   # + realize_where_demanded per node
     with V.set_graph_handler(graph):
         split_reductions(graph)
     return graph

@@ -114,6 +114,8 @@ class Config:
     "A value used twice is stored (not recomputed) when its body reads more buffers than this."
     realize_opcount_threshold: int = 30
     "... or when its body runs more ops than this."
+    layout_optimization: bool = True
+    "C++ kernels, inference: 2-D convolutions take their input channels-last, which oneDNN runs faster (Inductor's layout_optimization)."
     parallel_min_numel: int = 32768
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
     freezing: bool = False

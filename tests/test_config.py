@@ -49,6 +49,7 @@ def non_default_options(tmp_path) -> dict:
         "max_fusion_size": 2,
         "realize_reads_threshold": 1,
         "realize_opcount_threshold": 1,
+        "layout_optimization": False,
         "parallel_min_numel": 1,
         "freezing": True,
         "autocast_enabled": True,

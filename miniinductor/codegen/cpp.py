@@ -24,11 +24,14 @@ With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size 
 which the function takes after its pointers (`const int64_t s0`), and whether the loops
 run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
 
-Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
+Simplified: no explicit vectorization (`at::vec`; one exception, the AVX-512 16 x 16 transpose
+of cpp_prelude.h); we write simd-friendly scalar loops and
 let the compiler vectorize with -O3 -march=native (`omp simd`; exp, erf, tanh... through
 glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
 (`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
-softmax, layer norm, cross-entropy and row-max kernels (not a transposing copy); what was slow
+softmax, layer norm, cross-entropy and row-max kernels (a transposing copy: through 16 x 16
+tiles, codegen/cpp_loops.py, which also orders a pointwise kernel's loops by its store's
+strides); what was slow
 was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min, now an int
 `|`) or not at all (a loop that loads `bool`: an attention mask is read through its byte,
 `!= 0`). float16/bfloat16 are loaded as float.
@@ -60,6 +63,7 @@ from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
+from .cpp_loops import TILE, Loop, affine_strides, loop_plan, tile_buffer_code
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -173,6 +177,9 @@ class CppKernel(Kernel):
         self.accumulators: dict[str, tuple[str, str]] = {}   # name → (C++ type, initial value)
         self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
         self.multi_output_done: dict[tuple, tuple] = {}      # (block, type, value) → its outputs: computed once
+        self.access_strides = {"load": [], "store": []}      # a pointwise kernel's, for its loop order (cpp_loops.py)
+        self.plain_loads: list[tuple] = []                   # (buffer, index, strides): may be read tile by tile
+        self.masked_depth = 0                                # inside an ops.masked body (its loads may be out of bounds)
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -213,8 +220,11 @@ class CppKernel(Kernel):
         if self._current().kind == "loop" and self.itervars and self.reduction_vars:
             self.reduction_loads.append(innermost_strides(index, self.var_ranges, self.itervars[-1],
                                                           self.reduction_vars[-1]))
+        self._note_strides("load", index)
         dtype = V.graph.get_dtype(name)
         expr = f"{self.args.input(name)}[{text}]"
+        if not self.masked_depth and dtype != torch.bool and name not in self.args.output_buffers:
+            self.plain_loads.append((name, index, self.access_strides["load"][-1] if not self.reduction_ranges else None))
         if dtype == torch.bool:   # read as its byte: g++ leaves a loop that loads `bool` scalar (an attention mask)
             expr = f"(reinterpret_cast<const uint8_t*>({self.args.input(name)})[{text}] != 0)"
         if dtype in LOAD_CONVERT:
@@ -227,7 +237,12 @@ class CppKernel(Kernel):
         return f"{self.args.output(name)}[{self.index(index)}] = {value};"
 
     def store(self, name, index, value):
+        self._note_strides("store", index)
         self._note_store(name, self.index(index), value, lambda: self._store_line(name, index, value))
+
+    def _note_strides(self, kind, index):
+        if not self.reduction_ranges:
+            self.access_strides[kind].append(affine_strides(index, self.itervars, self.var_ranges))
 
     def store_reduction(self, name, index, value):   # the accumulator outlives the loop
         self.block.reduced.add(name)
@@ -266,8 +281,10 @@ class CppKernel(Kernel):
         lambda_var = self.cse.newvar()
         outer = self.compute
         self.compute = IndentedBuffer()
+        self.masked_depth += 1   # (its loads are not copied tile by tile: they may fall outside)
         with self.cse.scope(), self.masked_scope():
             result = body()
+        self.masked_depth -= 1
         inner = self.compute
         self.compute = outer
         outer.writeline(f"auto {lambda_var} = [&] {{")
@@ -393,27 +410,57 @@ class CppKernel(Kernel):
         return c_function(self.name, self.codegen_loops, self.params)
 
     def codegen_loops(self, code):
-        """The loop nest and its blocks (a combo kernel runs several in one function)."""
+        """The loop nest and its blocks (a combo kernel runs several in one function). A
+        pointwise kernel's loops may be reordered or tiled (cpp_loops.loop_plan)."""
         columns = self.reduces_columns()
-        loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
-        if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
-            loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
-        pragma, depth = self._parallel_pragma([-(-self.hint(size) // step) for _, size, step in loops])
         only_outer = all(b.kind == "outer" for b in self.blocks)
-        for k, (var, size, step) in enumerate(loops):
+        plan = loop_plan(self.itervars, self.ranges, **{f"{k}s": v for k, v in self.access_strides.items()}) \
+            if only_outer and not self.reduction_ranges else None
+        loops = plan.outer() if plan else [Loop(str(var), "0", self.size(size), 1, self.hint(size))
+                                           for var, size in zip(self.itervars, self.ranges)]
+        if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
+            x, n = self.itervars[-1], self.ranges[-1]
+            loops[-1] = Loop(f"{x}_tile", "0", self.size(n), COLUMN_TILE, -(-self.hint(n) // COLUMN_TILE))
+        pragma, depth = self._parallel_pragma([loop.trips for loop in loops])
+        if plan and plan.tile:   # the loops inside a tile, after its transposed loads are copied
+            loops = loops + self._tile_loads(plan)
+        for k, loop in enumerate(loops):
             if k == 0 and pragma:
                 code.writeline(pragma)
-            elif k == len(self.ranges) - 1 and only_outer and k >= depth:
+            elif k == len(loops) - 1 and only_outer and k >= depth:
                 code.writeline("#pragma omp simd")
-            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += {step}) {{")
+            if plan and plan.tile and k == len(loops) - 2:
+                code.writelines(self.tile_prologue)
+            code.writeline(f"for (int64_t {loop.var} = {loop.start}; {loop.var} < {loop.end}; {loop.var} += {loop.step}) {{")
             code._indent += 1
         if columns:
             self._codegen_column_tile(code)
         for block in [] if columns else self.blocks:
             self._codegen_block(code, block)
-        for _ in self.ranges:
+        for _ in loops:
             code._indent -= 1
             code.writeline("}")
+
+    def _tile_loads(self, plan) -> list[Loop]:
+        """Each transposed load of a tiled kernel is copied into a local tile first
+        (`self.tile_prologue`) and read from there by the body; returns the tile's loops."""
+        self.tile_prologue = []
+        b = plan.tile[1]
+        corner = {v: sympy.Symbol(f"{v}_tile", integer=True, nonnegative=True) for v in plan.tile}
+        full = all(self.hint(self.var_ranges[v]) % TILE == 0 for v in plan.tile)
+        seen = set()
+        for name, index, strides in self.plain_loads:
+            expr = f"{self.args.input(name)}[{self.index(index)}]"
+            if expr in seen or not plan.transposed(strides):
+                continue
+            seen.add(expr)
+            lines, element = tile_buffer_code(
+                plan, f"tile{len(seen) - 1}", DTYPE_TO_CPP[V.graph.get_dtype(name)], expr,
+                f"{self.args.input(name)}[{self.index(sympy.sympify(index).subs(corner))}]", strides[b], full)
+            self.tile_prologue += lines
+            for block in self.blocks:
+                block.body = _replaced(block.body, expr, element)
+        return plan.loops[-2:]
 
     def _codegen_column_tile(self, code):
         """One tile of columns: an array of accumulators per reduction, the reduction loops
@@ -562,6 +609,12 @@ class CppKernel(Kernel):
         if k == len(self.reduction_ranges) - 1:
             return [f"#pragma omp simd{clause}"]
         return []
+
+
+def _replaced(buffer: IndentedBuffer, old: str, new: str) -> IndentedBuffer:
+    replaced = IndentedBuffer()
+    replaced.lines = [line.replace(old, new) for line in buffer.lines]
+    return replaced
 
 
 def _state(op, acc) -> list[str]:

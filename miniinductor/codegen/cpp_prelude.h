@@ -219,3 +219,41 @@ template <typename A, typename B> static inline mi_t<A, B> mi_pow(A a, B b) {
         return (T)result;
     }
 }
+
+// A 16x16 tile of floats transposed into a local array: dst[16 * j + i] = src[ld_src * i + j]
+// (codegen/cpp_loops.py: a transposing kernel's tile). With AVX-512, in registers (unpack
+// pairs, then 128-bit lanes: Inductor's transpose_mxn does the same); g++ does not vectorize
+// the plain loop, which gathers or scatters one float at a time.
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+static inline void mi_transpose_16x16(const float* __restrict__ src, int64_t ld_src, float* __restrict__ dst) {
+#ifdef __AVX512F__
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * ld_src);
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+        __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+        r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            t[8 * i + j] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0x88);
+            t[8 * i + j + 4] = _mm512_shuffle_f32x4(r[8 * i + j], r[8 * i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        _mm512_store_ps(dst + 16 * j, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
+        _mm512_store_ps(dst + 16 * (j + 8), _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
+    }
+#else
+    for (int64_t i = 0; i < 16; i++)
+        for (int64_t j = 0; j < 16; j++) dst[16 * j + i] = src[ld_src * i + j];
+#endif
+}

@@ -18,7 +18,11 @@ phase compares backend strings.
     welford_min           C++: the shortest innermost reduced dim whose variance is one Welford
                           reduction (`welford`); None (Triton): never, two passes
     tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
-                          own (`tile_split`), so it stays out of combo kernels; C++ loops need no tiles
+                          own (`tile_split`), so it stays out of combo kernels; C++ tiles its
+                          loops inside the kernel (codegen/cpp_loops.py)
+    channels_last_conv    C++ (the CPU): an inference graph's 2-D convolutions take their input
+                          channels-last, which oneDNN runs faster (lowering/layout.py); Triton
+                          keeps NCHW: not measured on a GPU
     vector_matrix_max     C++: a single row times a matrix (`[1, K] @ w.t()`) up to this many
                           matrix elements is a reduction kernel, not a BLAS call (`vector_matrix`)
 
@@ -67,6 +71,7 @@ class BackendPolicy:
     online_softmax_min: int | None = PERSISTENT_REDUCTION_MAX + 1
     welford_min: int | None = None
     tiled_transposes: bool = True
+    channels_last_conv: bool = False
     vector_matrix_max: int = 0
 
     def vector_matrix(self, a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -111,7 +116,7 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
         # online loop computes two exps per element where the max pass computes none
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
                              mix_order_reduction=False, online_softmax_min=None, welford_min=2 * LANES,
-                             tiled_transposes=False, vector_matrix_max=VECTOR_MATRIX_MAX)
+                             tiled_transposes=False, channels_last_conv=True, vector_matrix_max=VECTOR_MATRIX_MAX)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction,
                          mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)

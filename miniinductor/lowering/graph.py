@@ -18,6 +18,10 @@ Triton kernels, codegen/policy.py) is read from every node's
 device="cuda") * 2`). Inductor tracks `device_types` the same way and can mix devices in
 one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
 
+Layout optimisation (`self.layout_opt`, lowering/layout.py, Inductor's `decide_layout_opt`): in
+an inference graph with C++ kernels, 2-D convolutions take their input channels-last, and
+`fallback` gives their ExternKernel channels-last strides instead of the meta's.
+
 Realization (when a value stops being inlined and becomes a buffer) is one named step,
 `realize_where_demanded`, which compile_fx's pass list names: it runs on each node's value
 as soon as it is lowered, because the users' demands are known then and a consumer lowered
@@ -61,6 +65,7 @@ from ..ir.nodes import (
 from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, is_static, shape_env_of
 from ..ops_handler import RecordingHandler
 from ..virtualized import V
+from .layout import constrain_extern
 from .registry import find_lowering
 
 log = logging.getLogger("miniinductor")
@@ -141,6 +146,7 @@ class GraphLowering(torch.fx.Interpreter):
         self._node: torch.fx.Node | None = None
         self._device = graph_device(gm, example_inputs)
         self.policy = policy or policy_for(self._device, config)   # what is backend-specific
+        self.layout_opt = False   # channels-last convolutions: compile_fx.lower decides (layout.py)
         self._by_name: dict[str, Buffer] = {}
         self.sizevars = SizeVarAllocator(shape_env_of(example_inputs, gm))   # sizes: ints or of s0, s1, u0...
         self.unbacked_bindings: dict[str, list] = {}   # extern buffer → [(u0, ".size(0)")]: bound after it runs
@@ -371,12 +377,13 @@ class GraphLowering(torch.fx.Interpreter):
             quiet = op_name in EXTERN_BY_DESIGN or self.config.fallback_all or str(target) in self.config.fallback_ops
             level = logging.INFO if quiet else logging.WARNING
             log.log(level, "falling back to ATen for %s (%s)", target, reason)
-        args = self.realize_for_extern(list(args))
+        args, stride = constrain_extern(self, self._node, args)   # a layout the op needs (layout.py)
+        args = self.realize_for_extern(args)
         kwargs = {k: self.realize_for_extern(v) for k, v in kwargs.items()}
         meta = self._node.meta.get("val")
 
         def layout_of(t):
-            return Layout(t.device, t.dtype, as_exprs(t.shape), as_exprs(t.stride()))
+            return Layout(t.device, t.dtype, as_exprs(t.shape), stride or as_exprs(t.stride()))
         origins = [self._node.name]   # as a ComputedBuffer's: the FX nodes it was lowered from
         if isinstance(meta, torch.Tensor):
             buf = self.register_buffer(ExternKernel(None, layout_of(meta), target, args, kwargs, reason, origins))

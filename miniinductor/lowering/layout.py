@@ -1,0 +1,101 @@
+"""Layout optimisation: channels-last convolutions on the CPU.
+
+oneDNN, behind ATen's CPU convolution, works in channels-last (NHWC); an NCHW input is
+reordered inside every call. Real Inductor therefore decides, once per graph, to run its 2-D
+convolutions channels-last (`GraphLowering.decide_layout_opt` in `torch/_inductor/graph.py`:
+on the CPU, whenever the graph has a convolution) and its convolution lowering then requires
+a channels-last input (`require_channels_last` in `torch/_inductor/lowering.py` and
+`kernel/conv.py`). The convolution's output comes out channels-last, and the kernels that
+read it follow its strides; graph outputs keep eager's strides (realize_output in graph.py),
+so an epilogue writing NCHW reads NHWC: a transposing kernel, tiled (codegen/cpp_loops.py).
+
+Measured at [8, 64, 32, 32] x Conv2d(64, 64, 3), two shared cores (`benchmarks/bench_cpu.py`
+conv_bn_relu, docs/benchmarks.md): ATen's convolution alone took 4.6-6.7 ms on an NCHW input
+(it varies from process to process) and 3.9-4.4 ms on a channels-last one; our copy to
+channels-last 0.13 ms and the transposing BN + ReLU 0.21 ms (0.29 ms in place, NCHW). The
+weight's layout made no measurable difference (oneDNN reorders it into its own blocked format
+either way), so it is not converted, frozen or not.
+
+Simplified against Inductor:
+  * Decided where it was measured: C++ kernels (`BackendPolicy.channels_last_conv`; Triton
+    and GPU graphs keep NCHW, unmeasured here) and inference graphs only. In a training
+    graph the saved activations keep eager's strides for the backward graph (which
+    AOTAutograd compiled against them; Inductor reports its real strides back to
+    AOTAutograd instead), so each convolution would add a transposing copy, and
+    `convolution_backward` stays NCHW. Symbolic sizes keep NCHW too: the copies would be
+    gathers there (cpp_loops.py tiles static sizes only), costing what the convolution gains.
+  * Only the input is converted, not the weight (Inductor converts both). Non-transposed
+    4-D floating-point convolutions only. The decision is logged (`miniinductor` logger, INFO)
+    and kept in `GraphLowering.layout_opt`.
+"""
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+
+from ..ir.nodes import IRNode, Layout, Pointwise, StorageBox, strided_view_of
+from ..ir.sizevars import as_exprs
+from ..virtualized import V
+
+log = logging.getLogger("miniinductor")
+aten = torch.ops.aten
+
+
+def _is_2d_conv(node: torch.fx.Node) -> bool:
+    x = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
+    return (node.target is aten.convolution.default and isinstance(x, torch.Tensor) and x.dim() == 4
+            and x.dtype.is_floating_point and not node.args[6])   # args[6]: transposed
+
+
+def decide_layout_opt(gm: torch.fx.GraphModule, policy, config, name: str) -> bool:
+    """Run this graph's 2-D convolutions channels-last? (Inductor's `decide_layout_opt`.)"""
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and _is_2d_conv(n)]
+    static = all(isinstance(s, int) for n in convs for s in n.meta["val"].shape)
+    decided = bool(convs) and static and config.layout_optimization and policy.channels_last_conv and name == "inference"
+    if decided:
+        log.info("layout_opt: %d convolution(s) of %s run channels-last", len(convs), name)
+    return decided
+
+
+def channels_last_strides(size) -> list:
+    """[N, C, H, W] → the strides of channels-last memory: [C*H*W, 1, W*C, C]."""
+    n, c, h, w = size
+    return [c * h * w, 1, w * c, c]
+
+
+def _same_strides(layout: Layout, stride) -> bool:
+    return all(a == b for a, b, n in zip(layout.stride, stride, layout.size) if n != 1)
+
+
+def require_channels_last(x: IRNode) -> IRNode:
+    """`x` stored channels-last: a value not yet stored is stored so, a buffer (or a strided
+    view of one) already channels-last is kept, anything else is copied (Inductor's
+    `ExternKernel.require_channels_last`)."""
+    stride = channels_last_strides(x.get_size())
+    if isinstance(x, StorageBox) and not x.is_realized():
+        return x.realize(stride)
+    x.realize()
+    found = strided_view_of(x)
+    if found is not None and _same_strides(found[1], stride):
+        return x
+    copy = Pointwise(x.get_device(), x.get_dtype(), x.make_loader(), x.get_size(), origins={V.graph.current_node_name()})
+    return StorageBox(copy).realize(stride)
+
+
+def constrain_extern(graph, node: torch.fx.Node, args) -> tuple[list, list | None]:
+    """(the args an extern op gets, the strides of its output, None: the meta's): under
+    `graph.layout_opt`, a 2-D convolution takes its input channels-last, and so returns its
+    output channels-last -- unless the input is NCHW as well (one channel), when ATen returns
+    NCHW: what ATen does is found by running it on fake CPU tensors of the traced sizes (as
+    Inductor's `conv_layout`; meta tensors would not say: their convolution ignores the layout)."""
+    if not (graph.layout_opt and _is_2d_conv(node)):
+        return list(args), None
+    hint = graph.sizevars.size_hint
+    with unset_fake_temporarily(), FakeTensorMode():
+        x = torch.empty([hint(n) for n in args[0].get_size()]).contiguous(memory_format=torch.channels_last)
+        out = node.target(x, torch.empty([hint(n) for n in args[1].get_size()]), None, *args[3:])
+    channels_last = out.is_contiguous(memory_format=torch.channels_last)
+    stride = channels_last_strides(as_exprs(node.meta["val"].shape)) if channels_last else None
+    return [require_channels_last(args[0]), *args[1:]], stride

@@ -1,0 +1,220 @@
+"""Channels-last convolutions on the CPU (lowering/layout.py) and the C++ loop nests they need
+(codegen/cpp_loops.py: loops in the store's memory order, 2-D tiles for transposes).
+
+* An inference graph's 2-D convolutions take a channels-last input (a copy kernel, or a
+  value stored channels-last in the first place) and return channels-last; outputs keep
+  eager's strides (`check` compares them). Checked in the wrapper's text and in
+  `GraphLowering.layout_opt`.
+* ATen's own output strides where the input is NCHW too (one channel); freezing.
+* Training graphs (gradients vs eager), symbolic sizes, Triton kernels and
+  `layout_optimization=False` keep NCHW; the zoo's ResNet in eval runs channels-last.
+* Pointwise kernels on channels-last tensors: values for sizes that do and do not fill the
+  16 x 16 tiles, low precision (a tile copied by a loop), a masked (padded) load; the loop
+  order and the tile in the kernel text.
+
+fp32 tolerances: a channels-last convolution sums its 64 * 3 * 3 products in another order
+than an NCHW one (oneDNN's blocking follows the layout): the outputs differ by a few ulps of
+values of size ~10 (2.6e-6 absolute at [8, 64, 32, 32]), so those cases allow 1e-5 relative
+and absolute (`check`'s fp32 default is 1.3e-6 relative).
+"""
+import copy
+import re
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, compile_fn, randn
+
+pytestmark = pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
+                                reason="reads the C++ wrapper and kernels of miniinductor")
+CONV_TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+def conv_bn_relu(cin=16, cout=16):
+    model = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU()).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    return model
+
+
+def channels_last(*shape):
+    return randn(*shape).to(memory_format=torch.channels_last)
+
+
+def compiled_graphs(fn, *args, **options):
+    import miniinductor
+    return miniinductor.explain(fn, *args, **{**TEST_OPTIONS, **options}).graphs
+
+
+def conv_inputs(cg) -> list:
+    """The input of each convolution the graph calls: an InputBuffer, a buffer or a view of one."""
+    from miniinductor.ir.nodes import ExternKernel
+    return [b.args[0] for b in cg.graph.buffers if isinstance(b, ExternKernel) and b.op is torch.ops.aten.convolution.default]
+
+
+def conv_input_strides(cg) -> list[tuple]:
+    return [tuple(x.layout.stride) for x in conv_inputs(cg)]
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 12, 12), (3, 16, 7, 9)])
+def test_conv_bn_relu_inference(shape):
+    model = conv_bn_relu()
+    with torch.no_grad():
+        check(model, randn(*shape), **CONV_TOL)
+        (cg,) = compiled_graphs(model, randn(*shape))
+    n, c, h, w = shape
+    assert cg.graph.layout_opt
+    assert conv_input_strides(cg) == [(c * h * w, 1, w * c, c)], cg.wrapper_source
+    assert re.search(rf"= empty_strided_cpu\(\({n}, {c}, {h}, {w}\), \({c * h * w}, 1, {w * c}, {c}\)", cg.wrapper_source)
+
+
+def test_channels_last_input_is_not_copied():
+    model = conv_bn_relu()
+    with torch.no_grad():
+        check(model, channels_last(2, 16, 10, 10), **CONV_TOL)
+        (cg,) = compiled_graphs(model, channels_last(2, 16, 10, 10))
+    from miniinductor.ir.nodes import InputBuffer
+    assert [type(x) for x in conv_inputs(cg)] == [InputBuffer]   # the graph input itself
+    assert "empty_strided_cpu" not in cg.wrapper_source.split("def call")[1].split("aten.convolution")[0]
+
+
+def test_value_feeding_a_conv_is_stored_channels_last():
+    """conv -> relu -> conv: the relu is stored channels-last at once (no copy kernel), and the
+    second conv's output, the graph's, comes back NCHW as eager's."""
+    conv1, conv2 = nn.Conv2d(8, 16, 3), nn.Conv2d(16, 8, 3, padding=1)
+
+    def fn(x):
+        return conv2(torch.relu(conv1(x)))
+    x = randn(2, 8, 12, 12)
+    with torch.no_grad():
+        check(fn, x, **CONV_TOL)
+        (cg,) = compiled_graphs(fn, x)
+    assert conv_input_strides(cg) == [(8 * 144, 1, 96, 8), (16 * 100, 1, 160, 16)]
+    assert len(cg.kernels) == 3, list(cg.kernels)   # copy x, relu, conv2's output back to NCHW
+
+
+def test_freezing():
+    model = conv_bn_relu()
+    with torch.no_grad():
+        check(model, randn(2, 16, 12, 12), compiled=compile_fn(model, freezing=True), **CONV_TOL)
+        (cg,) = compiled_graphs(model, randn(2, 16, 12, 12), freezing=True)
+    assert cg.graph.layout_opt and conv_input_strides(cg) == [(16 * 144, 1, 192, 16)]
+
+
+def test_dynamic_shapes():
+    """Symbolic sizes keep NCHW (layout.py); a graph specialised per shape is static."""
+    model = conv_bn_relu()
+    compiled = compile_fn(model, dynamic=True)
+    with torch.no_grad():
+        for n, h in [(2, 8), (3, 11), (4, 6)]:
+            check(model, randn(n, 16, h, h), compiled=compiled, **CONV_TOL)
+        for cg in compiled_graphs(model, randn(3, 16, 9, 9), dynamic=True):
+            assert cg.graph.layout_opt == (not cg.graph.sizevars.symbolic)
+
+
+def test_zoo_resnet_eval():
+    from miniinductor.zoo import ZOO
+    entry = ZOO["resnet"]
+    torch.manual_seed(0)
+    model = entry.make_model(entry.config).eval()
+    (args, _) = entry.make_inputs(entry.config, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        check(model, *args, **CONV_TOL)
+        (cg,) = compiled_graphs(model, *args)
+    assert cg.graph.layout_opt
+    assert len(conv_inputs(cg)) == 6 and all(s[1] == 1 for s in conv_input_strides(cg))   # C: stride 1
+
+
+def test_training_keeps_nchw_and_gradients_match():
+    """conv -> BN (training) -> ReLU, backward: the forward and backward graphs are not
+    inference graphs, so no layout change; gradients vs eager (fp32: convolution_backward's
+    weight gradient sums 2 * 10 * 10 products, the BN backward's row sums 200 terms: 1e-5).
+    The conv has no bias, as before a BatchNorm: its gradient would be a sum that is zero but
+    for rounding (BN takes out the per-channel mean), ~1e-5 on either side."""
+    model = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+    expected_model = copy.deepcopy(model)
+    x = randn(2, 8, 10, 10, requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_()
+    assert not any(g.graph.layout_opt for g in compiled_graphs(copy.deepcopy(model), x))
+    expected, actual = expected_model(x_eager), compile_fn(model)(x)
+    assert actual.stride() == expected.stride()
+    torch.testing.assert_close(actual, expected, **CONV_TOL)
+    grad = randn(2, 8, 10, 10)
+    expected.backward(grad)
+    actual.backward(grad)
+    torch.testing.assert_close(x.grad, x_eager.grad, **CONV_TOL)
+    for (name, p), e in zip(model.named_parameters(), expected_model.parameters()):
+        torch.testing.assert_close(p.grad, e.grad, **CONV_TOL, msg=lambda m: f"{name}: {m}")
+
+
+def test_layout_optimization_off():
+    model = conv_bn_relu()
+    with torch.no_grad():
+        (cg,) = compiled_graphs(model, randn(2, 16, 8, 8), layout_optimization=False)
+    assert not cg.graph.layout_opt and conv_input_strides(cg) == [(16 * 64, 64, 8, 1)]
+
+
+def test_not_for_triton_kernels():
+    from miniinductor.codegen.policy import policy_for
+    from miniinductor.config import Config
+    assert policy_for(torch.device("cpu"), Config()).channels_last_conv
+    assert not policy_for(torch.device("cpu"), Config(cpu_backend="triton")).channels_last_conv
+    assert not policy_for(torch.device("cuda"), Config()).channels_last_conv
+
+
+# --------------------------------------------------------------------------- pointwise loop nests
+def kernel_sources(fn, *args):
+    (cg,) = compiled_graphs(fn, *args)
+    return [k.source for k in cg.kernels.values()]
+
+
+def innermost_loop_var(source) -> str:
+    return re.findall(r"#pragma omp simd\n\s*for \(int64_t (\w+) =", source)[-1]
+
+
+def test_channels_last_pointwise_loops_in_memory_order():
+    x = channels_last(2, 32, 5, 6)
+    fn = lambda x: torch.relu(x) * 2   # noqa: E731
+    check(fn, x)
+    (source,) = kernel_sources(fn, x)
+    assert innermost_loop_var(source) == "i1" and "tile" not in source   # C is contiguous
+
+
+@pytest.mark.parametrize("shape", [(2, 32, 4, 16), (2, 20, 5, 7), (1, 64, 1, 17)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_transposing_pointwise(shape, dtype):
+    """channels-last in, NCHW out (and back): tiles, full or cut by the loops' ends."""
+    x = channels_last(*shape).to(dtype)
+    s = randn(shape[1], 1, 1).to(dtype)
+    to_nchw = lambda x, s: (x * s + 1).contiguous()   # noqa: E731
+    to_nhwc = lambda x, s: (x * s + 1).contiguous(memory_format=torch.channels_last)   # noqa: E731
+    check(to_nchw, x, s)
+    check(to_nhwc, x.contiguous(), s)
+    (source,) = kernel_sources(to_nchw, x, s)
+    if shape == (2, 32, 4, 16) and dtype == torch.float32:
+        assert "mi_transpose_16x16" in source and innermost_loop_var(source) == "i3", source
+
+
+def test_masked_load_in_a_transposing_kernel():
+    """A padded read (its load masked where it falls outside x) is gathered, not tiled."""
+    fn = lambda x: F.pad(x, (1, 1, 2, 0)).contiguous() * 2   # noqa: E731
+    check(fn, channels_last(2, 32, 6, 14))
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [((2, 1, 8, 8), (4, 1, 3, 3)), ((2, 4, 1, 1), (8, 4, 1, 1)),
+                                              ((1, 4, 5, 5), (8, 4, 3, 3)), ((2, 3, 8, 8), (1, 3, 3, 3))])
+def test_conv_output_strides_as_aten_gives_them(x_shape, w_shape):
+    """One input channel: the input is NCHW and channels-last at once, and ATen returns NCHW;
+    1x1 images, one image, one output channel. The ExternKernel's strides are ATen's (else the
+    wrapper's check_layout copies the output on every call)."""
+    w = randn(*w_shape)
+    fn = lambda x: F.conv2d(x, w).relu()   # noqa: E731
+    x = randn(*x_shape)
+    with torch.no_grad():
+        check(fn, x, **CONV_TOL)
+        (cg,) = compiled_graphs(fn, x)
+    from miniinductor.ir.nodes import ExternKernel
+    (conv,) = [b for b in cg.graph.buffers if isinstance(b, ExternKernel)]
+    expected = F.conv2d(x.contiguous(memory_format=torch.channels_last), w).stride()
+    assert all(a == b for a, b, n in zip(conv.layout.stride, expected, conv.layout.size) if n != 1)
