@@ -25,8 +25,9 @@ which the function takes after its pointers (`const int64_t s0`), and whether th
 run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
 
 Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
-let the compiler vectorize with -O3 -march=native (`omp simd`; exp, erf, tanh... through
-glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
+let the compiler vectorize with -O3 -march=native (`omp simd`; float exp through the prelude's
+`mi_expf`, Sleef's algorithm inlined, which has no slow path for the -inf of a mask; erf, tanh...
+through glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
 (`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
 softmax, layer norm, cross-entropy and row-max kernels (not a transposing copy); what was slow
 was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min, now an int
@@ -122,7 +123,7 @@ class CppOverrides:
     neg = staticmethod(lambda x: f"mi_neg({x})")
     abs = staticmethod(lambda x: f"mi_abs({x})")
     rsqrt = staticmethod(lambda x: f"1 / std::sqrt({x})")
-    sigmoid = staticmethod(lambda x: f"1 / (1 + std::exp(-{x}))")
+    sigmoid = staticmethod(lambda x: f"1 / (1 + mi_exp(-{x}))")
     relu = staticmethod(lambda x: f"mi_relu({x})")
     reciprocal = staticmethod(lambda x: f"1 / {x}")
     round = staticmethod(lambda x: f"std::nearbyint({x})")
@@ -131,9 +132,10 @@ class CppOverrides:
     where = staticmethod(lambda c, a, b: f"{c} ? {a} : {b}")
 
 
-for _name in ("exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh "
+for _name in ("exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh "
               "asinh acosh atanh erf erfc lgamma floor ceil trunc isnan isinf signbit").split():
     setattr(CppOverrides, _name, staticmethod(lambda x, _f=_name: f"std::{_f}({x})"))
+CppOverrides.exp = staticmethod(lambda x: f"mi_exp({x})")   # the prelude's: vectorizes, no slow path
 
 REDUCTION_INIT = {"sum": "0", "prod": "1", "any": "false"}
 REDUCTION_COMBINE = {
