@@ -1,14 +1,23 @@
 """The C++ kernels' own float32 exp (cpp_prelude.h, `mi_expf`): accurate to Sleef's bound over
 a dense sweep of inputs and at every edge (-inf, +inf, NaN, the underflow and overflow
 thresholds, tiny values), and a masked softmax with -inf in it, against eager, with every
-buffer the compiled code allocates poisoned."""
+buffer the compiled code allocates poisoned. Then the explicit vectors of pointwise kernels
+(codegen/cpp_vec.py): sizes below, at and above a vector with tails, at both vector widths, NaN
+and infinities, every op the vector path maps, broadcasts along and across the inner loop, and
+which kernels take the path (a plain pointwise one) and which fall back (a gather, a transpose, a
+reduction, a libmvec call where the policy says so)."""
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
 from conftest import check, requires_miniinductor
 
 import miniinductor
+from miniinductor import compile_fx
+from miniinductor.lowering import graph as lowering_graph
+from miniinductor.runtime import cpp_builder
 
 pytestmark = requires_miniinductor
 
@@ -65,3 +74,88 @@ def test_causal_masked_softmax(poisoned_buffers, seq):
     check(fn, q, k)
     q[0, 0, 0] = float("nan")
     check(fn, q, k)
+
+
+# --------------------------------------------------------------------------- explicit vectors
+@pytest.fixture(params=[16, 8], ids=["512-bit", "256-bit"])
+def lanes(request, monkeypatch):
+    """Kernels built with vectors of 16 floats (AVX-512) or 8, whatever this CPU's ATen uses."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512" if request.param == 16 else "AVX2")
+    cpp_builder.vector_lanes.cache_clear()
+    cpp_builder.vector_width_flags.cache_clear()
+    yield request.param
+    cpp_builder.vector_lanes.cache_clear()
+    cpp_builder.vector_width_flags.cache_clear()
+
+
+def with_policy(monkeypatch, **fields):
+    original = lowering_graph.policy_for
+    policy_for = lambda *args: dataclasses.replace(original(*args), **fields)   # noqa: E731
+    monkeypatch.setattr(lowering_graph, "policy_for", policy_for)
+    monkeypatch.setattr(compile_fx, "policy_for", policy_for)
+    torch._dynamo.reset()
+
+
+def specials(x):
+    flat = x.clone().view(-1)
+    for k, v in zip((0, flat.numel() // 2, flat.numel() - 1), (float("nan"), float("inf"), float("-inf"))):
+        flat[k] = v   # first, middle, last (the tail's last element)
+    return flat.view(x.shape)
+
+
+def every_vector_op(x, y, b):
+    """The ops with a vector form, x and y [rows, n], b [n] (along the inner loop) and the rows'
+    first column (across it: a splat)."""
+    col = x[:, :1]
+    a = torch.maximum(x, y) - torch.minimum(x * 2, b) / (y.abs() + 1) + (-x)
+    c = torch.where(x > y, torch.exp(x), torch.sigmoid(y)) * torch.relu(b - col)
+    d = torch.where((x <= 0) & ~(y == b) | (x != x), x.square(), torch.rsqrt(y.abs() + 1))
+    e = (x >= b).float() + (y < col).float() + torch.floor(x) - torch.ceil(y) + torch.trunc(b) + torch.round(x)
+    return a + c, d + e.reciprocal(), torch.sqrt(x.abs()), torch.isnan(y).float() + torch.exp(-x.abs())
+
+
+@pytest.mark.parametrize("n", [1, 7, 17, 1000003])
+def test_every_vector_op_with_tails(poisoned_buffers, lanes, n):
+    rows = 3 if n < 1000 else 1
+    x, y, b = torch.randn(rows, n), torch.randn(rows, n), torch.randn(n)
+    check(every_vector_op, x, y, b)
+    check(every_vector_op, specials(x), specials(y), specials(b))
+    if n >= lanes:
+        assert all(k.source.count("mi_vload") for k in miniinductor.explain(every_vector_op, x, y, b).kernels)
+
+
+@pytest.mark.parametrize("n", [7, 17, 1031])
+def test_libmvec_calls_when_the_policy_asks(poisoned_buffers, monkeypatch, n):
+    with_policy(monkeypatch, explicit_vector_calls=True)
+    fn = lambda x: (torch.tanh(x) + torch.erf(x) + torch.log1p(x.abs()) + torch.sin(x),)   # noqa: E731
+    x = specials(torch.randn(3, n))
+    check(fn, x, rtol=1e-5, atol=1e-5)
+    (kernel,) = miniinductor.explain(fn, x).kernels
+    assert ("mi_v_tanh(" in kernel.source) == (n >= cpp_builder.vector_lanes()), kernel.source
+
+
+@pytest.mark.parametrize("n", [7, 17, 1031])
+def test_reductions_beside_vector_kernels(poisoned_buffers, n):
+    """Reductions keep their lane loops (not explicit vectors); their epilogues may not."""
+    def fn(x):
+        return x.sum(-1), x.amax(-1), x.amin(-1), torch.softmax(x, -1), x - x.mean(-1, keepdim=True)
+    check(fn, torch.randn(5, n), rtol=1e-4, atol=1e-5)
+    check(fn, specials(torch.randn(5, n)), rtol=1e-4, atol=1e-5)
+
+
+def test_which_kernels_take_explicit_vectors(monkeypatch):
+    def vectorized(fn, *args) -> list[bool]:
+        check(fn, *args)
+        kernels = miniinductor.explain(fn, *args).kernels
+        assert all("// explicit vectors (cpp_vec.py): " in k.source for k in kernels)
+        return [("explicit vectors (cpp_vec.py): yes" in k.source) == ("mi_vload" in k.source) == ("mi_vstore" in k.source)
+                and "mi_vload" in k.source for k in kernels]
+
+    assert vectorized(lambda x, y: x * 2 + y, torch.randn(1000), torch.randn(1000)) == [True]
+    assert vectorized(lambda w, i: w[i] * 2, torch.randn(100, 64), torch.randint(0, 100, (7,))) == [False]
+    assert vectorized(lambda x: x.t() + 1, torch.randn(64, 48)) == [False]
+    assert vectorized(lambda x: x.sum(-1), torch.randn(8, 100)) == [False]
+    assert vectorized(lambda x: torch.tanh(x) + 1, torch.randn(1000)) == [False]   # libmvec: the policy's call
+    assert vectorized(lambda x: x.to(torch.int32) + 1, torch.randn(1000)) == [False]
+    with_policy(monkeypatch, explicit_vectors=False)
+    assert vectorized(lambda x, y: x * 2 + y, torch.randn(1000), torch.randn(1000)) == [False]

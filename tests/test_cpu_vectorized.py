@@ -139,10 +139,12 @@ def test_vector_width_follows_aten(monkeypatch):
     try:
         for capability, width in (("AVX512", 512), ("AVX2", 256), ("DEFAULT", 256)):
             cpp_builder.vector_width_flags.cache_clear()
+            cpp_builder.vector_lanes.cache_clear()
             monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
-            assert cpp_builder.vector_width_flags() == [f"-mprefer-vector-width={width}"]
+            assert cpp_builder.vector_width_flags() == [f"-mprefer-vector-width={width}", f"-DMI_VEC_LANES={width // 32}"]
     finally:
         cpp_builder.vector_width_flags.cache_clear()
+        cpp_builder.vector_lanes.cache_clear()
 
 
 @pytest.mark.skipif(not USING_MINIINDUCTOR, reason="reads miniinductor's build")

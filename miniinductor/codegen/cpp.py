@@ -58,6 +58,7 @@ import torch
 
 from ..ir.indexing import cexpr, simplify_with_ranges
 from ..ir.sizevars import is_static
+from ..runtime.cpp_builder import vector_lanes
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
@@ -175,6 +176,13 @@ class CppKernel(Kernel):
         self.accumulators: dict[str, tuple[str, str]] = {}   # name → (C++ type, initial value)
         self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
         self.multi_output_done: dict[tuple, tuple] = {}      # (block, type, value) → its outputs: computed once
+        self.vec: CppKernel | None = None                    # the body on explicit vectors (codegen/cpp_vec.py)
+        self.vec_reason: str | None = None                   # or why there is none
+
+    def codegen_node(self, node):
+        super().codegen_node(node)
+        from .cpp_vec import mirror_node   # (it imports this module)
+        mirror_node(self, node)
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -400,18 +408,26 @@ class CppKernel(Kernel):
         loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
         if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
             loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
+        if self.vec:   # ... or steps of a vector
+            loops[-1] = (self.itervars[-1], self.ranges[-1], vector_lanes())
+        if self.ranges:
+            code.writeline(f"// explicit vectors (cpp_vec.py): {'no, ' + self.vec_reason if self.vec_reason else 'yes'}")
         pragma, depth = self._parallel_pragma([-(-self.hint(size) // step) for _, size, step in loops])
         only_outer = all(b.kind == "outer" for b in self.blocks)
         for k, (var, size, step) in enumerate(loops):
             if k == 0 and pragma:
                 code.writeline(pragma)
-            elif k == len(self.ranges) - 1 and only_outer and k >= depth:
+            elif k == len(self.ranges) - 1 and only_outer and k >= depth and not self.vec:
                 code.writeline("#pragma omp simd")
+            step = "MI_VEC_LANES" if self.vec and k == len(loops) - 1 else step
             code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += {step}) {{")
             code._indent += 1
         if columns:
             self._codegen_column_tile(code)
-        for block in [] if columns else self.blocks:
+        elif self.vec:
+            from .cpp_vec import codegen_vector_step
+            codegen_vector_step(self, code)
+        for block in [] if columns or self.vec else self.blocks:
             self._codegen_block(code, block)
         for _ in self.ranges:
             code._indent -= 1

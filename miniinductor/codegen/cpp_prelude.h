@@ -256,3 +256,30 @@ template <typename A, typename B> static inline mi_t<A, B> mi_pow(A a, B b) {
         return (T)result;
     }
 }
+
+// Explicit vectors (codegen/cpp_vec.py, as Inductor's at::vec::Vectorized<float>): MI_VEC_LANES
+// floats in one GCC vector, the width g++ may use (runtime/cpp_builder.py). Arithmetic and
+// comparisons are the vector extension's operators (the templates above take vectors as they
+// take floats); a comparison gives a mask, an int32 vector of -1 or 0, and `mask ? a : b`
+// selects lane by lane. Loads and stores go through memcpy (unaligned). A function of one float
+// is applied lane by lane under `omp simd`, which g++ makes one vector computation: mi_expf's
+// inline, libmvec's erf, tanh...
+#ifdef MI_VEC_LANES
+typedef float mi_vec __attribute__((vector_size(4 * MI_VEC_LANES)));
+static inline mi_vec mi_vload(const float* p) { mi_vec v; std::memcpy(&v, p, sizeof v); return v; }
+static inline void mi_vstore(float* p, mi_vec v) { std::memcpy(p, &v, sizeof v); }
+static inline mi_vec mi_vsplat(float x) { return mi_vec{} + x; }
+static inline mi_vec mi_max(mi_vec a, mi_vec b) { return (a != a) | (a > b) ? a : b; }   // NaN propagates
+static inline mi_vec mi_min(mi_vec a, mi_vec b) { return (a != a) | (a < b) ? a : b; }
+static inline mi_vec mi_relu(mi_vec x) { return x < mi_vec{} ? mi_vec{} : x; }
+#define MI_VEC_MAP(name, f) static inline mi_vec name(mi_vec x) { \
+    mi_vec r; _Pragma("omp simd") for (int k = 0; k < MI_VEC_LANES; k += 1) r[k] = f(x[k]); return r; }
+MI_VEC_MAP(mi_exp, mi_expf)
+#define MI_VEC_STD(f) MI_VEC_MAP(mi_v_##f, std::f)
+MI_VEC_STD(abs) MI_VEC_STD(exp2) MI_VEC_STD(expm1) MI_VEC_STD(log) MI_VEC_STD(log2) MI_VEC_STD(log10)
+MI_VEC_STD(log1p) MI_VEC_STD(sqrt) MI_VEC_STD(sin) MI_VEC_STD(cos) MI_VEC_STD(tan) MI_VEC_STD(asin)
+MI_VEC_STD(acos) MI_VEC_STD(atan) MI_VEC_STD(sinh) MI_VEC_STD(cosh) MI_VEC_STD(tanh) MI_VEC_STD(asinh)
+MI_VEC_STD(acosh) MI_VEC_STD(atanh) MI_VEC_STD(erf) MI_VEC_STD(erfc) MI_VEC_STD(floor) MI_VEC_STD(ceil)
+MI_VEC_STD(trunc) MI_VEC_STD(nearbyint)
+#undef MI_VEC_STD
+#endif
