@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import check, requires_miniinductor
+from conftest import check, compile_fn, requires_miniinductor
 
 import miniinductor
 from miniinductor import compile_fx
@@ -122,6 +122,13 @@ def test_every_vector_op_with_tails(poisoned_buffers, lanes, n):
     check(every_vector_op, specials(x), specials(y), specials(b))
     if n >= lanes:
         assert all(k.source.count("mi_vload") for k in miniinductor.explain(every_vector_op, x, y, b).kernels)
+
+
+def test_symbolic_length(poisoned_buffers):
+    """One kernel generic in the length: its loop bound and whole steps are decided at run time."""
+    compiled = compile_fn(every_vector_op, dynamic=True)
+    for n in (40, 17, 1, 1031):
+        check(every_vector_op, torch.randn(2, n), torch.randn(2, n), specials(torch.randn(n)), compiled=compiled)
 
 
 @pytest.mark.parametrize("n", [7, 17, 1031])
