@@ -5,7 +5,7 @@ buffer the compiled code allocates poisoned. Then the explicit vectors of pointw
 (codegen/cpp_vec.py): sizes below, at and above a vector with tails, at both vector widths, NaN
 and infinities, every op the vector path maps, broadcasts along and across the inner loop, and
 which kernels take the path (a plain pointwise one) and which fall back (a gather, a transpose, a
-reduction, a libmvec call where the policy says so)."""
+reduction)."""
 from __future__ import annotations
 
 import dataclasses
@@ -132,8 +132,7 @@ def test_symbolic_length(poisoned_buffers):
 
 
 @pytest.mark.parametrize("n", [7, 17, 1031])
-def test_libmvec_calls_when_the_policy_asks(poisoned_buffers, monkeypatch, n):
-    with_policy(monkeypatch, explicit_vector_calls=True)
+def test_libmvec_calls(poisoned_buffers, n):
     fn = lambda x: (torch.tanh(x) + torch.erf(x) + torch.log1p(x.abs()) + torch.sin(x),)   # noqa: E731
     x = specials(torch.randn(3, n))
     check(fn, x, rtol=1e-5, atol=1e-5)
@@ -162,7 +161,7 @@ def test_which_kernels_take_explicit_vectors(monkeypatch):
     assert vectorized(lambda w, i: w[i] * 2, torch.randn(100, 64), torch.randint(0, 100, (7,))) == [False]
     assert vectorized(lambda x: x.t() + 1, torch.randn(64, 48)) == [False]
     assert vectorized(lambda x: x.sum(-1), torch.randn(8, 100)) == [False]
-    assert vectorized(lambda x: torch.tanh(x) + 1, torch.randn(1000)) == [False]   # libmvec: the policy's call
+    assert vectorized(lambda x: torch.tanh(x) + 1, torch.randn(1000)) == [True]
     assert vectorized(lambda x: x.to(torch.int32) + 1, torch.randn(1000)) == [False]
     with_policy(monkeypatch, explicit_vectors=False)
     assert vectorized(lambda x, y: x * 2 + y, torch.randn(1000), torch.randn(1000)) == [False]

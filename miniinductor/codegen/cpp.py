@@ -408,28 +408,27 @@ class CppKernel(Kernel):
         loops = [(var, size, 1) for var, size in zip(self.itervars, self.ranges)]
         if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
             loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
-        if self.vec:   # ... or steps of a vector
+        if self.vec:   # ... or vectors (and a tail), which the threads share only if it is the only loop
             loops[-1] = (self.itervars[-1], self.ranges[-1], vector_lanes())
-        if self.ranges:
-            code.writeline(f"// explicit vectors (cpp_vec.py): {'no, ' + self.vec_reason if self.vec_reason else 'yes'}")
-        pragma, depth = self._parallel_pragma([-(-self.hint(size) // step) for _, size, step in loops])
+        code.writeline(f"// explicit vectors (cpp_vec.py): {'no, ' + self.vec_reason if self.vec_reason else 'yes'}")
+        trips = [-(-self.hint(size) // step) for _, size, step in loops]
+        pragma, depth = self._parallel_pragma(trips[:-1] if self.vec and len(loops) > 1 else trips)
         only_outer = all(b.kind == "outer" for b in self.blocks)
-        for k, (var, size, step) in enumerate(loops):
+        for k, (var, size, step) in enumerate(loops[:-1] if self.vec else loops):
             if k == 0 and pragma:
                 code.writeline(pragma)
-            elif k == len(self.ranges) - 1 and only_outer and k >= depth and not self.vec:
+            elif k == len(self.ranges) - 1 and only_outer and k >= depth:
                 code.writeline("#pragma omp simd")
-            step = "MI_VEC_LANES" if self.vec and k == len(loops) - 1 else step
             code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += {step}) {{")
             code._indent += 1
         if columns:
             self._codegen_column_tile(code)
         elif self.vec:
-            from .cpp_vec import codegen_vector_step
-            codegen_vector_step(self, code)
+            from .cpp_vec import codegen_vector_loops
+            codegen_vector_loops(self, code, pragma if len(loops) == 1 else "")
         for block in [] if columns or self.vec else self.blocks:
             self._codegen_block(code, block)
-        for _ in self.ranges:
+        for _ in loops[:-1] if self.vec else loops:
             code._indent -= 1
             code.writeline("}")
 

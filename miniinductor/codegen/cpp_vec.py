@@ -9,24 +9,25 @@ check: the first load, store or op it has no vector form for raises VecUnsupport
 kernel keeps its omp-simd loop, the reason written in its source:
 
     for (int64_t i0 = 0; i0 < 8; i0 += 1) {
-        for (int64_t i1 = 0; i1 < 1000; i1 += MI_VEC_LANES) {
-            if (i1 + MI_VEC_LANES <= 1000) {
-                auto tmp0 = mi_vload(in_ptr0 + (1000*i0 + i1));
-                auto tmp1 = mi_vsplat(in_ptr1[i0]);           <- constant along i1
-                mi_vstore(out_ptr0 + (1000*i0 + i1), mi_add(tmp0, tmp1));
-            } else {                                         <- the last, partial step
-                for (int64_t i1_tail = i1; i1_tail < 1000; i1_tail += 1) {
-                    const int64_t i1 = i1_tail;
-                    ...the scalar body...
+        for (int64_t i1 = 0; i1 < (1000 - 1000 % MI_VEC_LANES); i1 += MI_VEC_LANES) {
+            auto tmp0 = mi_vload(in_ptr0 + (1000*i0 + i1));
+            auto tmp1 = mi_vsplat(in_ptr1[i0]);                <- constant along i1
+            auto tmp2 = mi_add(tmp0, tmp1);
+            mi_vstore(out_ptr0 + (1000*i0 + i1), tmp2);
+        }
+        for (int64_t i1 = (1000 - 1000 % MI_VEC_LANES); i1 < 1000; i1 += 1) {
+            ...the scalar body...                              <- the tail
 
-The step, full or partial, is one iteration of the loop: an OpenMP `parallel for` (collapsed or
-not) splits the steps among threads as it split the elements.
+The threads share the outer loops (`parallel for`, collapsed or not); a kernel of one loop
+shares its vectors, and its tail runs on one thread (`omp single`). Loop-invariant parts of the
+vector body (the splats, a batch norm's 1/sqrt(var + eps)) are hoisted by g++ out of the vector
+loop: it has no branch (a loop over steps with a tail branch inside measured slower).
 
 Simplified: pointwise kernels only (reductions keep their lane loops, codegen/cpp.py, which g++
 vectorizes), float32 buffers only, every load and store contiguous along the innermost index or
 (loads) constant along it; no gathers, no masks of `ops.masked`, no index arithmetic, no integer
 or bool buffers, no dtype conversions but bool to float. The C++ policy enables it
-(codegen/policy.py `explicit_vectors`) where measured at least as fast as the omp-simd loop.
+(codegen/policy.py `explicit_vectors`): measured level with the omp-simd loops or faster.
 """
 from __future__ import annotations
 
@@ -52,13 +53,10 @@ VEC_OPS = {
     "logical_not": lambda x: f"~{x}", "bitwise_not": lambda x: f"~{x}",
     "isnan": lambda x: f"{x} != {x}", "rsqrt": lambda x: f"1 / mi_v_sqrt({x})",
     "abs": lambda x: f"mi_v_abs({x})", "round": lambda x: f"mi_v_nearbyint({x})",
-    **{name: (lambda x, _f=name: f"mi_v_{_f}({x})") for name in "sqrt floor ceil trunc".split()},
+    **{name: (lambda x, _f=name: f"mi_v_{_f}({x})") for name in (   # instructions, or libmvec calls
+        "sqrt floor ceil trunc exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh "
+        "asinh acosh atanh erf erfc").split()},
 }
-#: functions computed by glibc's libmvec (a call per vector), explicitly vectorised only where the
-#: policy says so (`explicit_vector_calls`)
-LIBMVEC_OPS = ("exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh "
-               "atanh erf erfc").split()
-VEC_OPS.update({name: (lambda x, _f=name: f"mi_v_{_f}({x})") for name in LIBMVEC_OPS})
 
 
 class VecUnsupported(Exception):
@@ -69,11 +67,10 @@ class CppVecKernel(CppKernel):
     """The body on vectors of MI_VEC_LANES consecutive elements along the innermost index
     (`self.itervars[-1]`). Values are float vectors or masks (`self.masks`: comparisons)."""
 
-    def __init__(self, scalar: CppKernel, policy):
+    def __init__(self, scalar: CppKernel):
         super().__init__(scalar.name, scalar.ranges, scalar.reduction_ranges, scalar.config)
         self.args, self.removed = scalar.args, scalar.removed   # the same pointers, the same registers
         self.masks: set[str] = set()
-        self.policy = policy
 
     def codegen_node(self, node):
         Kernel.codegen_node(self, node)   # CppKernel's would make a twin of the twin
@@ -83,8 +80,6 @@ class CppVecKernel(CppKernel):
             raise AttributeError(name)
         if name not in VEC_OPS:
             raise VecUnsupported(f"no vector form of ops.{name}")
-        if name in LIBMVEC_OPS and not self.policy.explicit_vector_calls:
-            raise VecUnsupported(f"ops.{name} is a libmvec call (policy.explicit_vector_calls)")
 
         def op(*args):
             if any((str(a) in self.masks) != (name in MASK_ARGUMENTS) for a in args):
@@ -168,9 +163,8 @@ def mirror_node(kernel: CppKernel, node):
     """Generate `node`'s body in `kernel`'s vector twin as well (made at its first node), or, at
     the first thing it has no vector form for, drop the twin and keep the reason."""
     if kernel.vec is None and kernel.vec_reason is None:
-        policy = V.graph.policy if V.has_graph() else None
-        kernel.vec_reason = why_not_vectorized(kernel, policy)
-        kernel.vec = None if kernel.vec_reason else CppVecKernel(kernel, policy)
+        kernel.vec_reason = why_not_vectorized(kernel, V.graph.policy if V.has_graph() else None)
+        kernel.vec = None if kernel.vec_reason else CppVecKernel(kernel)
     if kernel.vec is None:
         return
     try:
@@ -179,20 +173,17 @@ def mirror_node(kernel: CppKernel, node):
         kernel.vec, kernel.vec_reason = None, str(exc)
 
 
-def codegen_vector_step(kernel: CppKernel, code):
-    """The innermost loop's body, a step of MI_VEC_LANES: the vector body where the step is
-    whole, else the scalar body over the elements left (the loop itself is CppKernel's)."""
+def codegen_vector_loops(kernel: CppKernel, code, pragma: str):
+    """The innermost loop as a loop of whole vectors, then a scalar loop over the rest. With
+    `pragma` (it is the kernel's only loop) the threads share the vectors, and the rest runs on
+    one thread (`single`: in a combo kernel's parallel region the others go on)."""
     x, n = kernel.itervars[-1], kernel.size(kernel.ranges[-1])
-    code.writeline(f"if ({x} + MI_VEC_LANES <= {n}) {{")
-    with code.indent():
-        for block in kernel.vec.blocks:
-            code.splice(block.body)
-    code.writeline("} else {")
-    with code.indent():
-        code.writeline(f"for (int64_t {x}_tail = {x}; {x}_tail < {n}; {x}_tail += 1) {{")
+    whole = f"({n} - {n} % MI_VEC_LANES)"
+    for blocks, start, stop, step in ((kernel.vec.blocks, "0", whole, "MI_VEC_LANES"), (kernel.blocks, whole, n, "1")):
+        if pragma:
+            code.writeline(pragma if step != "1" else "#pragma omp single nowait")
+        code.writeline(f"for (int64_t {x} = {start}; {x} < {stop}; {x} += {step}) {{")
         with code.indent():
-            code.writeline(f"const int64_t {x} = {x}_tail;")
-            for block in kernel.blocks:
+            for block in blocks:
                 code.splice(block.body)
         code.writeline("}")
-    code.writeline("}")

@@ -21,7 +21,6 @@ phase compares backend strings.
                           own (`tile_split`), so it stays out of combo kernels; C++ loops need no tiles
     explicit_vectors      C++: a pointwise kernel's innermost loop on explicit vectors where it can
                           be (codegen/cpp_vec.py); else, and always for reductions, omp simd
-    explicit_vector_calls C++: ... also where it calls libmvec (erf, tanh, log...)
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
 `tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
@@ -67,7 +66,6 @@ class BackendPolicy:
     welford_min: int | None = None
     tiled_transposes: bool = True
     explicit_vectors: bool = False
-    explicit_vector_calls: bool = False
 
     def online_softmax(self, xnumel, rnumel) -> bool:
         """Compute softmax's row max and sum of exp as one online reduction (lowering/softmax.py)?
@@ -99,11 +97,10 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
     if device.type != "cuda" and config.cpu_backend == "cpp":
         # online softmax: a row of the C++ kernels stays in cache between its passes, and the
         # online loop computes two exps per element where the max pass computes none.
-        # Explicit vectors (codegen/cpp_vec.py), kernels alone, min of 15, 2 threads: x * 0.5 + y
-        # on 1M floats 0.433-0.498 ms vs 0.441-0.507 omp simd, relu(x + b) on 8192 x 1000 level
-        # (2.42-2.62 vs 2.43-2.64); the bench's gelu * sigmoid - tanh kernel, whose erf and tanh
-        # are libmvec calls either way, 1-5% slower (6.99-7.45 vs 6.90-7.08 ms): kernels calling
-        # libmvec keep omp simd (explicit_vector_calls)
+        # Explicit vectors (codegen/cpp_vec.py), kernels alone through ctypes, min of 15 runs,
+        # four runs (1 and 2 threads): the bench's gelu * sigmoid - tanh kernel on 4M floats
+        # 3-7% faster (6.55-6.88 vs 6.88-7.24 ms); batch norm + relu, x * 0.5 + y, relu(x + b),
+        # where/maximum level (within 2%, either way)
         return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
                              mix_order_reduction=False, online_softmax_min=None, welford_min=2 * LANES,
                              tiled_transposes=False, explicit_vectors=True)
