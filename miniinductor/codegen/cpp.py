@@ -58,7 +58,6 @@ import torch
 
 from ..ir.indexing import cexpr, simplify_with_ranges
 from ..ir.sizevars import is_static
-from ..runtime.cpp_builder import vector_lanes
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
@@ -176,13 +175,14 @@ class CppKernel(Kernel):
         self.accumulators: dict[str, tuple[str, str]] = {}   # name → (C++ type, initial value)
         self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
         self.multi_output_done: dict[tuple, tuple] = {}      # (block, type, value) → its outputs: computed once
-        self.vec: CppKernel | None = None                    # the body on explicit vectors (codegen/cpp_vec.py)
-        self.vec_reason: str | None = None                   # or why there is none
+        self.vec = None   # the body on explicit vectors: a CppVecKernel (codegen/cpp_vec.py, with_vector_twin)
+        self.vec_reason: str | None = "not made with_vector_twin"   # or why there is none
 
     def codegen_node(self, node):
         super().codegen_node(node)
-        from .cpp_vec import mirror_node   # (it imports this module)
-        mirror_node(self, node)
+        if self.vec is not None:
+            self.vec_reason = self.vec.mirror(node)   # None, or why the twin cannot follow
+            self.vec = None if self.vec_reason else self.vec
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -409,7 +409,7 @@ class CppKernel(Kernel):
         if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
             loops[-1] = (f"{self.itervars[-1]}_tile", self.ranges[-1], COLUMN_TILE)
         if self.vec:   # ... or vectors (and a tail), which the threads share only if it is the only loop
-            loops[-1] = (self.itervars[-1], self.ranges[-1], vector_lanes())
+            loops[-1] = (self.itervars[-1], self.ranges[-1], self.vec.lanes)
         code.writeline(f"// explicit vectors (cpp_vec.py): {'no, ' + self.vec_reason if self.vec_reason else 'yes'}")
         trips = [-(-self.hint(size) // step) for _, size, step in loops]
         pragma, depth = self._parallel_pragma(trips[:-1] if self.vec and len(loops) > 1 else trips)
@@ -424,8 +424,7 @@ class CppKernel(Kernel):
         if columns:
             self._codegen_column_tile(code)
         elif self.vec:
-            from .cpp_vec import codegen_vector_loops
-            codegen_vector_loops(self, code, pragma if len(loops) == 1 else "")
+            self.vec.codegen_innermost(code, pragma if len(loops) == 1 else "")
         for block in [] if columns or self.vec else self.blocks:
             self._codegen_block(code, block)
         for _ in loops[:-1] if self.vec else loops:

@@ -1,12 +1,12 @@
 """Explicit vectors in the C++ kernels: a pointwise kernel's innermost loop in steps of
-MI_VEC_LANES floats, each step one GCC vector (`mi_vec`, cpp_prelude.h), and a scalar tail.
+MI_VEC_LANES floats, each step one GCC vector (`mi_vec`, cpp_prelude.h), then a scalar tail.
 
 Mirrors `torch/_inductor/codegen/cpp.py`'s CppVecKernel (the body on `at::vec::Vectorized<float>`)
 and CppVecKernelChecker (may this kernel be vectorised?), with the scalar CppKernel's body as the
 tail, as CppKernelProxy does. The vector body is generated beside the scalar one, node by node
-(`mirror_node`), by a CppVecKernel sharing the scalar kernel's arguments; generating it is the
-check: the first load, store or op it has no vector form for raises VecUnsupported, and the
-kernel keeps its omp-simd loop, the reason written in its source:
+(`CppVecKernel.mirror`), by a twin sharing the scalar kernel's arguments (`with_vector_twin`);
+generating it is the check: the first load, store or op it has no vector form for raises
+VecUnsupported, and the kernel keeps its omp-simd loop, the reason written in its source:
 
     for (int64_t i0 = 0; i0 < 8; i0 += 1) {
         for (int64_t i1 = 0; i1 < (1000 - 1000 % MI_VEC_LANES); i1 += MI_VEC_LANES) {
@@ -69,8 +69,17 @@ class CppVecKernel(CppKernel):
 
     def __init__(self, scalar: CppKernel):
         super().__init__(scalar.name, scalar.ranges, scalar.reduction_ranges, scalar.config)
-        self.args, self.removed = scalar.args, scalar.removed   # the same pointers, the same registers
+        self.scalar, self.lanes = scalar, vector_lanes()
         self.masks: set[str] = set()
+
+    def mirror(self, node) -> str | None:
+        """Generate `node`'s body on vectors after the scalar kernel did; None, or why it cannot."""
+        self.args, self.removed = self.scalar.args, self.scalar.removed   # the same pointers and registers
+        try:
+            self.codegen_node(node)
+        except VecUnsupported as exc:
+            return str(exc)
+        return None
 
     def codegen_node(self, node):
         Kernel.codegen_node(self, node)   # CppKernel's would make a twin of the twin
@@ -142,48 +151,37 @@ class CppVecKernel(CppKernel):
     def truediv(self, a, b):
         return self.__getattr__("truediv")(a, b)
 
+    def codegen_innermost(self, code, pragma: str):
+        """The scalar kernel's innermost loop: a loop of whole vectors, then a scalar loop over
+        the rest. With `pragma` (the kernel's only loop) the threads share the vectors, and the
+        rest runs on one thread (`single`: in a combo kernel's parallel region the others go on)."""
+        x, n = self.itervars[-1], self.size(self.ranges[-1])
+        whole = f"({n} - {n} % MI_VEC_LANES)"
+        for blocks, start, stop, step in ((self.blocks, "0", whole, "MI_VEC_LANES"), (self.scalar.blocks, whole, n, "1")):
+            if pragma:
+                code.writeline(pragma if step != "1" else "#pragma omp single nowait")
+            code.writeline(f"for (int64_t {x} = {start}; {x} < {stop}; {x} += {step}) {{")
+            with code.indent():
+                for block in blocks:
+                    code.splice(block.body)
+            code.writeline("}")
+
     def _unsupported(self, *args, **kwargs):
         raise VecUnsupported("index arithmetic, a gather, a masked load or a reduction")
 
     index_expr = indirect_indexing = masked = reduction = store_reduction = _unsupported
 
 
-def why_not_vectorized(kernel: CppKernel, policy) -> str | None:
-    """Why `kernel` (before any node) cannot take explicit vectors at all; None if it may."""
+def with_vector_twin(kernel: CppKernel) -> CppKernel:
+    """`kernel`, with a vector twin to follow its nodes (CppKernel.codegen_node) where it may
+    have one (the graph's policy says so), else the reason in `vec_reason`."""
+    policy = V.graph.policy if V.has_graph() else None
     if policy is None or not policy.explicit_vectors:
-        return "the policy keeps omp simd (policy.explicit_vectors)"
-    if kernel.reduction_ranges:
-        return "a reduction: its lane loops are left to omp simd"
-    if not kernel.ranges or kernel.hint(kernel.ranges[-1]) < vector_lanes():
-        return "the innermost loop is shorter than a vector"
-    return None
-
-
-def mirror_node(kernel: CppKernel, node):
-    """Generate `node`'s body in `kernel`'s vector twin as well (made at its first node), or, at
-    the first thing it has no vector form for, drop the twin and keep the reason."""
-    if kernel.vec is None and kernel.vec_reason is None:
-        kernel.vec_reason = why_not_vectorized(kernel, V.graph.policy if V.has_graph() else None)
-        kernel.vec = None if kernel.vec_reason else CppVecKernel(kernel)
-    if kernel.vec is None:
-        return
-    try:
-        kernel.vec.codegen_node(node)
-    except VecUnsupported as exc:
-        kernel.vec, kernel.vec_reason = None, str(exc)
-
-
-def codegen_vector_loops(kernel: CppKernel, code, pragma: str):
-    """The innermost loop as a loop of whole vectors, then a scalar loop over the rest. With
-    `pragma` (it is the kernel's only loop) the threads share the vectors, and the rest runs on
-    one thread (`single`: in a combo kernel's parallel region the others go on)."""
-    x, n = kernel.itervars[-1], kernel.size(kernel.ranges[-1])
-    whole = f"({n} - {n} % MI_VEC_LANES)"
-    for blocks, start, stop, step in ((kernel.vec.blocks, "0", whole, "MI_VEC_LANES"), (kernel.blocks, whole, n, "1")):
-        if pragma:
-            code.writeline(pragma if step != "1" else "#pragma omp single nowait")
-        code.writeline(f"for (int64_t {x} = {start}; {x} < {stop}; {x} += {step}) {{")
-        with code.indent():
-            for block in blocks:
-                code.splice(block.body)
-        code.writeline("}")
+        kernel.vec_reason = "the policy keeps omp simd (policy.explicit_vectors)"
+    elif kernel.reduction_ranges:
+        kernel.vec_reason = "a reduction: its lane loops are left to omp simd"
+    elif not kernel.ranges or kernel.hint(kernel.ranges[-1]) < vector_lanes():
+        kernel.vec_reason = "the innermost loop is shorter than a vector"
+    else:
+        kernel.vec, kernel.vec_reason = CppVecKernel(kernel), None
+    return kernel
