@@ -263,8 +263,11 @@ template <typename A, typename B> static inline mi_t<A, B> mi_pow(A a, B b) {
 // take floats); a comparison gives a mask, an int32 vector of -1 or 0, and `mask ? a : b`
 // selects lane by lane. Loads and stores go through memcpy (unaligned). A function of one float
 // is applied lane by lane under `omp simd`, which g++ makes one vector computation: mi_expf's
-// inline, libmvec's erf, tanh...
-#ifdef MI_VEC_LANES
+// inline, libmvec's erf, tanh... (A file built by hand, without -DMI_VEC_LANES, gets 8 lanes:
+// any width computes the same values.)
+#ifndef MI_VEC_LANES
+#define MI_VEC_LANES 8
+#endif
 typedef float mi_vec __attribute__((vector_size(4 * MI_VEC_LANES)));
 static inline mi_vec mi_vload(const float* p) { mi_vec v; std::memcpy(&v, p, sizeof v); return v; }
 static inline void mi_vstore(float* p, mi_vec v) { std::memcpy(p, &v, sizeof v); }
@@ -282,4 +285,3 @@ MI_VEC_STD(acos) MI_VEC_STD(atan) MI_VEC_STD(sinh) MI_VEC_STD(cosh) MI_VEC_STD(t
 MI_VEC_STD(acosh) MI_VEC_STD(atanh) MI_VEC_STD(erf) MI_VEC_STD(erfc) MI_VEC_STD(floor) MI_VEC_STD(ceil)
 MI_VEC_STD(trunc) MI_VEC_STD(nearbyint)
 #undef MI_VEC_STD
-#endif
