@@ -24,8 +24,9 @@ With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size 
 which the function takes after its pointers (`const int64_t s0`), and whether the loops
 run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
 
-Simplified: no explicit vectorization (`at::vec`); we write simd-friendly scalar loops and
-let the compiler vectorize with -O3 -march=native (`omp simd`; float exp through the prelude's
+Simplified: explicit vectors (Inductor's `at::vec`) only in pointwise float32 kernels
+(codegen/cpp_vec.py: each kernel's source says whether, or why not); elsewhere we write
+simd-friendly scalar loops and let the compiler vectorize with -O3 -march=native (`omp simd`; float exp through the prelude's
 `mi_expf`, Sleef's algorithm inlined, which has no slow path for the -inf of a mask; erf, tanh...
 through glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
 (`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
@@ -180,9 +181,8 @@ class CppKernel(Kernel):
 
     def codegen_node(self, node):
         super().codegen_node(node)
-        if self.vec is not None:
-            self.vec_reason = self.vec.mirror(node)   # None, or why the twin cannot follow
-            self.vec = None if self.vec_reason else self.vec
+        if self.vec is not None and (reason := self.vec.mirror(node)):   # the twin cannot follow
+            self.vec, self.vec_reason = None, reason
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
