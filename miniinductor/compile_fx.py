@@ -52,6 +52,7 @@ from . import metrics
 from .capture import capture
 from .codegen.combo import COMBO_KERNELS
 from .codegen.cpp import CppKernel
+from .codegen.cpp_vec import with_vector_twin
 from .codegen.cpp_wrapper import CppWrapperCodeGen, CppWrapperUnsupported
 from .codegen.epilogue_tuning import benchmark_epilogue_fusion
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
@@ -135,7 +136,7 @@ def removable_buffers(group, scheduler, kernel) -> set[str]:
 
 #: the kernel class of each backend, made for one fused group
 KERNELS = {
-    "cpp": lambda group, config: CppKernel(group.kernel_name, group.R, group.Q, config),
+    "cpp": lambda group, config: with_vector_twin(CppKernel(group.kernel_name, group.R, group.Q, config)),
     "triton": lambda group, config: kernel_for_template_group(group, config) or kernel_for_group(group, config),
 }
 

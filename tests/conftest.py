@@ -124,6 +124,20 @@ def _fresh_state(request):
 # --------------------------------------------------------------------------
 # inputs
 # --------------------------------------------------------------------------
+@pytest.fixture
+def poisoned_buffers(monkeypatch):
+    """Wrappers compiled while it is active allocate their buffers filled with NaN (integers:
+    their minimum; bool: True), so that an element a kernel fails to write shows."""
+    from miniinductor.runtime import helpers
+    empty = helpers.empty_strided_cpu
+
+    def poisoned(size, stride, dtype):
+        fill = float("nan") if dtype.is_floating_point else True if dtype == torch.bool else torch.iinfo(dtype).min
+        return empty(size, stride, dtype).fill_(fill)
+    monkeypatch.setattr(helpers, "empty_strided_cpu", poisoned)
+    torch._dynamo.reset()
+
+
 def clone_input(x):
     """A faithful copy: same sizes, strides and storage offset on a fresh storage.
 

@@ -51,6 +51,7 @@ from ..runtime.triton_runtime import HELPERS, cdiv
 from ..virtualized import V
 from .common import IndentedBuffer, Kernel, KernelArgs
 from .cpp import CppKernel, c_function
+from .cpp_vec import with_vector_twin
 from .triton import TritonKernel, jit_decorator
 
 
@@ -127,7 +128,7 @@ class CppComboKernel(ComboKernel):
     def make_subkernel(self, k, part):
         if self.args is None:   # the parts share one set of pointers
             self.args = KernelArgs()
-        kernel = CppSubKernel(f"{self.name}_part{k}", part.R, [], self.config)
+        kernel = with_vector_twin(CppSubKernel(f"{self.name}_part{k}", part.R, [], self.config))
         kernel.args = self.args
         return kernel
 

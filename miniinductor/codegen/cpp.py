@@ -24,10 +24,12 @@ With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size 
 which the function takes after its pointers (`const int64_t s0`), and whether the loops
 run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
 
-Simplified: no explicit vectorization (`at::vec`; one exception, the AVX-512 16 x 16 transpose
-of cpp_prelude.h); we write simd-friendly scalar loops and
-let the compiler vectorize with -O3 -march=native (`omp simd`; exp, erf, tanh... through
-glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
+Simplified: explicit vectors (Inductor's `at::vec`) only in pointwise float32 kernels whose
+loops keep their logical order (codegen/cpp_vec.py: each kernel's source says whether, or why
+not), and the AVX-512 16 x 16 transpose of cpp_prelude.h (cpp_loops.py); elsewhere we write
+simd-friendly scalar loops and let the compiler vectorize with -O3 -march=native (`omp simd`;
+float exp through the prelude's `mi_expf`, inlined, which has no slow path for the -inf of a
+mask; erf, tanh... through glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
 (`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
 softmax, layer norm, cross-entropy and row-max kernels (a transposing copy: through 16 x 16
 tiles, codegen/cpp_loops.py, which also orders a pointwise kernel's loops by its store's
@@ -126,7 +128,7 @@ class CppOverrides:
     neg = staticmethod(lambda x: f"mi_neg({x})")
     abs = staticmethod(lambda x: f"mi_abs({x})")
     rsqrt = staticmethod(lambda x: f"1 / std::sqrt({x})")
-    sigmoid = staticmethod(lambda x: f"1 / (1 + std::exp(-{x}))")
+    sigmoid = staticmethod(lambda x: f"1 / (1 + mi_exp(-{x}))")
     relu = staticmethod(lambda x: f"mi_relu({x})")
     reciprocal = staticmethod(lambda x: f"1 / {x}")
     round = staticmethod(lambda x: f"std::nearbyint({x})")
@@ -135,9 +137,10 @@ class CppOverrides:
     where = staticmethod(lambda c, a, b: f"{c} ? {a} : {b}")
 
 
-for _name in ("exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh "
+for _name in ("exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan sinh cosh tanh "
               "asinh acosh atanh erf erfc lgamma floor ceil trunc isnan isinf signbit").split():
     setattr(CppOverrides, _name, staticmethod(lambda x, _f=_name: f"std::{_f}({x})"))
+CppOverrides.exp = staticmethod(lambda x: f"mi_exp({x})")   # the prelude's: vectorizes, no slow path
 
 REDUCTION_INIT = {"sum": "0", "prod": "1", "any": "false"}
 REDUCTION_COMBINE = {
@@ -180,6 +183,13 @@ class CppKernel(Kernel):
         self.access_strides = {"load": [], "store": []}      # a pointwise kernel's, for its loop order (cpp_loops.py)
         self.plain_loads: list[tuple] = []                   # (buffer, index, strides): may be read tile by tile
         self.masked_depth = 0                                # inside an ops.masked body (its loads may be out of bounds)
+        self.vec = None   # the body on explicit vectors: a CppVecKernel (codegen/cpp_vec.py, with_vector_twin)
+        self.vec_reason: str | None = "not made with_vector_twin"   # or why there is none
+
+    def codegen_node(self, node):
+        super().codegen_node(node)
+        if self.vec is not None and (reason := self.vec.mirror(node)):   # the twin cannot follow
+            self.vec, self.vec_reason = None, reason
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -416,15 +426,21 @@ class CppKernel(Kernel):
         only_outer = all(b.kind == "outer" for b in self.blocks)
         plan = loop_plan(self.itervars, self.ranges, **{f"{k}s": v for k, v in self.access_strides.items()}) \
             if only_outer and not self.reduction_ranges else None
+        if plan and self.vec:   # (the twin's body assumes the logical order, innermost dim last)
+            self.vec, self.vec_reason = None, "its loops are reordered or tiled (cpp_loops.py)"
         loops = plan.outer() if plan else [Loop(str(var), "0", self.size(size), 1, self.hint(size))
                                            for var, size in zip(self.itervars, self.ranges)]
+        x, n = self.itervars[-1] if self.itervars else None, self.ranges[-1] if self.ranges else None
         if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
-            x, n = self.itervars[-1], self.ranges[-1]
             loops[-1] = Loop(f"{x}_tile", "0", self.size(n), COLUMN_TILE, -(-self.hint(n) // COLUMN_TILE))
-        pragma, depth = self._parallel_pragma([loop.trips for loop in loops])
+        if self.vec:   # ... or vectors (and a tail), which the threads share only if it is the only loop
+            loops[-1] = Loop(str(x), "0", self.size(n), self.vec.lanes, -(-self.hint(n) // self.vec.lanes))
+        code.writeline(f"// explicit vectors (cpp_vec.py): {'no, ' + self.vec_reason if self.vec_reason else 'yes'}")
+        pragma, depth = self._parallel_pragma([loop.trips for loop in (loops[:-1] if self.vec and len(loops) > 1 else loops)])
         if plan and plan.tile:   # the loops inside a tile, after its transposed loads are copied
             loops = loops + self._tile_loads(plan)
-        for k, loop in enumerate(loops):
+        written = loops[:-1] if self.vec else loops   # (the twin writes the innermost loops)
+        for k, loop in enumerate(written):
             if k == 0 and pragma:
                 code.writeline(pragma)
             elif k == len(loops) - 1 and only_outer and k >= depth:
@@ -435,9 +451,11 @@ class CppKernel(Kernel):
             code._indent += 1
         if columns:
             self._codegen_column_tile(code)
-        for block in [] if columns else self.blocks:
+        elif self.vec:
+            self.vec.codegen_innermost(code, pragma if len(loops) == 1 else "")
+        for block in [] if columns or self.vec else self.blocks:
             self._codegen_block(code, block)
-        for _ in loops:
+        for _ in written:
             code._indent -= 1
             code.writeline("}")
 

@@ -33,9 +33,16 @@ def vector_width_flags() -> list[str]:
     """The vector width g++ may use: 512 bits where ATen's own CPU kernels run their AVX-512
     versions (`torch.backends.cpu.get_cpu_capability()`, as Inductor's `pick_vec_isa`), else
     256. g++ itself prefers 256-bit vectors even where -march=native has AVX-512; on a Xeon
-    with two 512-bit FMA units that left our softmax at 0.7x eager's AVX-512 kernel."""
+    with two 512-bit FMA units that left our softmax at 0.7x eager's AVX-512 kernel. The
+    prelude's explicit vectors (`mi_vec`) take the same width: MI_VEC_LANES floats."""
+    return [f"-mprefer-vector-width={vector_lanes() * 32}", f"-DMI_VEC_LANES={vector_lanes()}"]
+
+
+@functools.lru_cache(maxsize=None)
+def vector_lanes() -> int:
+    """floats in a vector of the width above: 16 (AVX-512) or 8"""
     import torch
-    return [f"-mprefer-vector-width={512 if torch.backends.cpu.get_cpu_capability() == 'AVX512' else 256}"]
+    return 16 if torch.backends.cpu.get_cpu_capability() == "AVX512" else 8
 
 
 @functools.lru_cache(maxsize=None)
