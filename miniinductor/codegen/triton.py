@@ -252,8 +252,9 @@ class TritonKernel(Kernel):
         if dtype == torch.bool:
             return x if src == torch.bool else self._gen(f"{text} != 0", torch.bool, dims)
         if dtype in LOW_PRECISION:  # round as eager would, keep computing in float32
-            # a CPU graph's Triton kernels run in the interpreter (wrapper.py), whose int -> bfloat16 keeps the bits
-            if V.graph.current_device().type == "cpu" and not src.is_floating_point:
+            # integers reach float16/bfloat16 through float32 (exact below 2**24): a direct
+            # int -> bfloat16 keeps the bits under Triton's interpreter and on the H100 (Triton 3.6)
+            if not src.is_floating_point:
                 text = f"{text}.to(tl.float32)"
             return self._gen(f"{text}.to({TRITON_TYPE[dtype]}).to(tl.float32)", torch.float32, dims)
         if src == dtype:

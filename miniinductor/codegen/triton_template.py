@@ -32,8 +32,9 @@ operands are widened to float32 first: the same products, exactly, in the same a
 
 Persistent templates (`enable_persistent_tma_matmul`): one program per SM loops over the
 tiles (`for tile in range(pid, tiles, programs)`, the epilogue inside the loop); on a GPU of
-compute capability 9.0+ (and under the interpreter, which runs the same code) the tiles of A
-and B come through TMA descriptors (`tl.make_tensor_descriptor`: the copy engine fetches a
+compute capability 9.0+ (and under the interpreter, which runs the same code, its loop
+written as a `while`: Triton 3.6's interpreter fails on a program id as a `range` bound
+under NumPy 2.4) the tiles of A and B come through TMA descriptors (`tl.make_tensor_descriptor`: the copy engine fetches a
 tile, out-of-bounds elements read as 0), elsewhere through the same masked loads as the
 ordinary template. The persistent configs join the autotuner's choices ahead of the others.
 
@@ -205,7 +206,11 @@ def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr:
         head += ["# TMA: the copy engine fetches each tile (out-of-bounds elements read as 0: no masks)",
                  descriptor("a", a_ptr, g.a_offset, "M", "K", sam, sak, "XBLOCK", bk),
                  descriptor("b", b_ptr, g.b_offset, "K", "N", sbk, sbn, bk, "RBLOCK")]
-    if persistent:
+    if persistent and interpret:   # Triton 3.6's interpreter cannot take `pid` as a range bound (NumPy 2.4)
+        head += [f"tile = pid - {config['programs']}",
+                 f"while tile + {config['programs']} < grid_m * grid_n:   # (the interpreter's form of the loop below)",
+                 f"    tile += {config['programs']}"]
+    elif persistent:
         head += [f"for tile in range(pid, grid_m * grid_n, {config['programs']}):"]
     a_load = ("a_desc.load([pid_m * XBLOCK, k])" if sak == 1 else "a_desc.load([k, pid_m * XBLOCK]).T") \
         if persistent == "tma" else \
