@@ -235,6 +235,12 @@ OPS = {   # each: fn, inputs for a size n (sizes kept apart from one another: no
     "var": (lambda x: x.var(0) + x.std(1).sum(), lambda n: (randn(n, 5),)),
     "strided_slice": (lambda x: x[::2] * 2, lambda n: (randn(n, 3),)),
     "view_of_a_size": (lambda x: x.view(x.shape[0] // 2, 2, -1).mean(1), lambda n: (randn(2 * n, 3),)),
+    # an innermost size that is a sum (s + 3): the vector loop's bound and the lane loop's
+    # are `n - n % lanes` and `n / lanes * lanes` of it, in parentheses; the pointwise
+    # kernel works in place (in the matmul's buffer), so a position done twice shows
+    "padded_inner_in_place": (lambda a, b: torch.relu(torch.mm(a, F.pad(b, (1, 2))) * 2 - 1),
+                              lambda n: (randn(n, 8), randn(8, 8 * n + 40))),
+    "padded_row_sum": (lambda x: F.pad(x, (1, 2)).exp().sum(1), lambda n: (randn(3, 8 * n + 64),)),
 }
 
 

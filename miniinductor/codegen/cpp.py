@@ -590,7 +590,7 @@ class CppKernel(Kernel):
                     acc0 = acc0 + in_ptr0[1024*i0 + r0];
         """
         n = self.size(size)
-        full = str(self.hint(size) // LANES * LANES) if is_static(size) else f"({n} / {LANES} * {LANES})"
+        full = str(self.hint(size) // LANES * LANES) if is_static(size) else f"(({n}) / {LANES} * {LANES})"
         code.writeline(f"for (int64_t {var}_lanes = 0; {var}_lanes < {full}; {var}_lanes += {LANES}) {{")
         with code.indent():
             code.writelines([*self._welford_steps(block, "_lanes"), "#pragma omp simd",

@@ -156,7 +156,7 @@ class CppVecKernel(CppKernel):
         the rest. With `pragma` (the kernel's only loop) the threads share the vectors, and the
         rest runs on one thread (`single`: in a combo kernel's parallel region the others go on)."""
         x, n = self.itervars[-1], self.size(self.ranges[-1])
-        whole = f"({n} - {n} % MI_VEC_LANES)"
+        whole = f"({n} - ({n}) % MI_VEC_LANES)"   # (n: a sum, when symbolic)
         for blocks, start, stop, step in ((self.blocks, "0", whole, "MI_VEC_LANES"), (self.scalar.blocks, whole, n, "1")):
             if pragma:
                 code.writeline(pragma if step != "1" else "#pragma omp single nowait")
