@@ -13,6 +13,8 @@ Cases (all fp32, inference under ``torch.no_grad()``):
   cross_entropy  F.cross_entropy on [512, 8000] logits
   mlp_batch1 six Linear(256, 256) + ReLU layers on [1, 256] (per-call overhead)
   conv_bn_relu   Conv2d(64, 64, 3) -> BatchNorm2d (eval) -> ReLU on [8, 64, 32, 32]
+  resnet_stem    ResNet's stem in eval: Conv2d(3, 64, 7, stride 2) -> BatchNorm2d -> ReLU ->
+                 MaxPool2d(3, stride 2, padding 1) on [8, 3, 112, 112]
 
 Each case is compiled once per backend, warmed up, then timed: every repeat runs
 the callable enough times to fill a target time (200 ms; 20 ms with --quick) and
@@ -138,6 +140,9 @@ CASES = [
     Case("conv_bn_relu", "[8, 64, 32, 32]", lambda: module_case(
         torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
         shape=(8, 64, 32, 32))),
+    Case("resnet_stem", "[8, 3, 112, 112]", lambda: module_case(
+        torch.nn.Conv2d(3, 64, 7, stride=2, padding=3), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(3, stride=2, padding=1), shape=(8, 3, 112, 112))),
 ]
 
 
@@ -208,6 +213,9 @@ def run_case(case: Case, args: argparse.Namespace) -> list[Row]:
     machine load evenly over the backends instead of penalising whichever ran last.
     """
     rows = {b: Row(case.name, b) for b in BACKENDS}
+    # each case static, as if alone: Dynamo would otherwise compile a second nn.Sequential of
+    # inputs of the same rank (conv_bn_relu, then resnet_stem) with symbolic sizes
+    torch._dynamo.reset()
     try:
         fn, inputs = case.setup()
     except Exception as e:

@@ -25,6 +25,8 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from conftest import compile_fn, metrics, requires_miniinductor  # noqa: E402
 
+import miniinductor  # noqa: E402
+
 pytestmark = requires_miniinductor
 
 BACKENDS = {"cpp": {}, "triton": {"cpu_backend": "triton"}}
@@ -198,3 +200,23 @@ def test_new_empty_strided_is_decomposed():
     torch.testing.assert_close(out, fn(x), **EXACT)
     assert out.stride() == (1, 4)
     assert not metrics().fallback_ops, dict(metrics().fallback_ops)
+
+
+def test_channels_last_max_pool_reads_without_masks():
+    """A channels-last input (a CPU inference graph's, after its convolution): the output is
+    stored channels-last as eager's is, the C++ loop runs over channels innermost, and each
+    window position is read at a clamped index with no masked load (g++ vectorises it), the
+    padding's positions discarded by the comparison's own `valid`. Values and indices exact."""
+    x = ties(2, 24, 9, 11).to(memory_format=torch.channels_last)
+    fn = lambda x: torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])  # noqa: E731
+    result = miniinductor.explain(fn, x)
+    for k, (a, e) in enumerate(zip(result.outputs, fn(x))):
+        torch.testing.assert_close(a, e, **EXACT, msg=lambda m: f"output {k}: {m}")
+        assert a.stride() == e.stride(), f"output {k}: strides {a.stride()} against eager's {e.stride()}"
+    (source,) = [k.source for cg in result.graphs for k in cg.kernels.values()]
+    loops = [line.split()[2] for line in source.splitlines() if line.strip().startswith("for (int64_t")]
+    assert loops[-1] == "i1", f"innermost loop over {loops[-1]}, not the channels:\n{source}"
+    assert "[&]" not in source and "mi_index_min(10, 2*i3 - 1)" in source, source
+    fresh = torch.randn(2, 24, 9, 11).to(memory_format=torch.channels_last)
+    for a, e in zip(compile_fn(fn)(fresh), fn(fresh)):
+        torch.testing.assert_close(a, e, **EXACT)

@@ -131,6 +131,9 @@ template <typename T> static inline T mi_abs(T x) {  // abs(int8 -128) is -128, 
 }
 
 // NaN-propagating max/min, as torch.maximum / amax.
+// Min and Max in index expressions (a pooling window clamped to the input), by value
+static inline int64_t mi_index_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t mi_index_min(int64_t a, int64_t b) { return a < b ? a : b; }
 template <typename A, typename B> static inline mi_t<A, B> mi_max(A a, B b) {
     using T = mi_t<A, B>;
     return (a != a || a > b) ? (T)a : (T)b;

@@ -224,10 +224,10 @@ def _c_printer():
         def _print_Min(self, expr):
             return self._minmax("min", expr.args)
 
-        def _minmax(self, f, args):
+        def _minmax(self, f, args):   # by value (cpp_prelude.h): std::max's reference kept g++ from vectorising
             first, *rest = args
             return self._print(first) if not rest else \
-                f"std::{f}<int64_t>({self._print(first)}, {self._minmax(f, rest)})"
+                f"mi_index_{f}({self._print(first)}, {self._minmax(f, rest)})"
 
         def _print_Pow(self, expr):   # s0**2 (symbolic sizes) → (s0*s0): integer arithmetic
             base, exp = expr.args

@@ -65,7 +65,7 @@ from ..ir.nodes import (
 from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, is_static, shape_env_of
 from ..ops_handler import RecordingHandler
 from ..virtualized import V
-from .layout import constrain_extern
+from .layout import constrain_extern, same_strides
 from .registry import find_lowering
 
 log = logging.getLogger("miniinductor")
@@ -427,14 +427,14 @@ class GraphLowering(torch.fx.Interpreter):
         if isinstance(value, StorageBox) and isinstance(value.data, Loops):
             return value.realize(stride)
         buf = unwrap_buffer(value)
-        if buf is not None and _same_strides(buf.layout, stride):
+        if buf is not None and same_strides(buf.layout, stride):
             return buf
         value.realize()
         found = strided_view_of(value)
         # A view whose strides are not eager's (e.g. the transpose of an alias realized
         # contiguous) is copied: a saved activation is read by the backward graph, which
         # was compiled against eager's strides and reinterprets its inputs with them.
-        if found is not None and _same_strides(found[1], stride):
+        if found is not None and same_strides(found[1], stride):
             return ReinterpretView(*found) if found[1] != found[0].layout else found[0]
         box = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
         return box.realize(stride)
@@ -500,10 +500,4 @@ def _storable_stride(size, stride) -> list[int] | None:
             return None
         reach = s * n
     return list(stride)
-
-
-def _same_strides(layout, stride) -> bool:
-    """Whether `layout` has the strides `stride` (None: any) on its dims longer than 1."""
-    return stride is None or all(a == b for a, b, n in zip(layout.stride, as_exprs(stride), layout.size)
-                                 if n != 1)
 

@@ -65,8 +65,10 @@ def channels_last_strides(size) -> list:
     return [c * h * w, 1, w * c, c]
 
 
-def _same_strides(layout: Layout, stride) -> bool:
-    return all(a == b for a, b, n in zip(layout.stride, stride, layout.size) if n != 1)
+def same_strides(layout: Layout, stride) -> bool:
+    """Whether `layout` has the strides `stride` (None: any) on its dims longer than 1."""
+    return stride is None or all(a == b for a, b, n in zip(layout.stride, as_exprs(stride), layout.size)
+                                 if n != 1)
 
 
 def require_channels_last(x: IRNode) -> IRNode:
@@ -78,7 +80,7 @@ def require_channels_last(x: IRNode) -> IRNode:
         return x.realize(stride)
     x.realize()
     found = strided_view_of(x)
-    if found is not None and _same_strides(found[1], stride):
+    if found is not None and same_strides(found[1], stride):
         return x
     copy = Pointwise(x.get_device(), x.get_dtype(), x.make_loader(), x.get_size(), origins={V.graph.current_node_name()})
     return StorageBox(copy).realize(stride)

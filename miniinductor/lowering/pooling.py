@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import math
 
+import sympy
 import torch
 
-from ..ir.indexing import FloorDiv
-from ..ir.nodes import Pointwise, Reduction, StorageBox
+from ..ir.indexing import FloorDiv, index_vars
+from ..ir.nodes import Pointwise, Reduction, StorageBox, contiguous_strides, strided_view_of
 from ..ir.sizevars import is_static
+from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
+from .layout import channels_last_strides, same_strides
 from .registry import aten, register_lowering
 
 #: largest unrolled window (Inductor's threshold): more positions fall back to ATen
@@ -58,14 +61,19 @@ def _float_only(x):
         raise NotImplementedError("pooling of an integer tensor")
 
 
-def _int(expr):
-    """An int64 value: a constant, or an expression of the loop variables and sizes."""
-    return ops.constant(int(expr), torch.int64) if is_static(expr) else ops.index_expr(expr, torch.int64)
+def _int(expr, dtype=torch.int64):
+    """An integer value: a constant, or an expression of the loop variables and sizes."""
+    return ops.constant(int(expr), dtype) if is_static(expr) else ops.index_expr(expr, dtype)
 
 
 def _inside(expr, size):
     """0 <= expr < size, as a bool value."""
     return ops.logical_and(ops.ge(_int(expr), _int(0)), ops.lt(_int(expr), _int(size)))
+
+
+def _clamp(expr, size):
+    """`expr` moved into [0, size): an index that is always in bounds."""
+    return sympy.Max(0, sympy.Min(expr, size - 1))
 
 
 def _all(conds):
@@ -85,10 +93,30 @@ def _box(x, dtype, inner_fn, size):
 
 
 def _realize_input(x):
-    """Every output reads a window of `x`: compute it once (Inductor's `realize_hint`)."""
+    """Every output reads a window of `x`: compute it once (Inductor's `realize_hint`), in
+    the memory order of what it reads where that is channels-last (a BatchNorm + ReLU after
+    a convolution of a CPU inference graph, lowering/layout.py): the pooling then reads
+    along the channels too (`_stored_like`)."""
     if isinstance(x, StorageBox) and not x.is_realized():
-        x.realize()
+        x.realize(channels_last_strides(x.get_size()) if _reads_channels_last(x) else None)
     return x
+
+
+def _is_channels_last(node) -> bool:
+    found = strided_view_of(node) if len(node.get_size()) == 4 else None
+    return found is not None and same_strides(found[1], channels_last_strides(node.get_size())) \
+        and not same_strides(found[1], contiguous_strides(node.get_size()))
+
+
+def _reads_channels_last(box) -> bool:
+    """Does this 4-D value read a channels-last buffer of its own size?"""
+    if len(box.get_size()) != 4 or not isinstance(box.data, Pointwise):
+        return False
+    handler = RecordingHandler()
+    with V.set_ops_handler(handler):
+        box.data.inner_fn(index_vars("i", box.get_size()))
+    buffers = [V.graph.get_buffer(dep.name) for dep in handler.reads]
+    return any(list(b.get_size()) == list(box.get_size()) and _is_channels_last(b) for b in buffers)
 
 
 # ----------------------------------------------------------------------------- max pooling
@@ -106,29 +134,45 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     load = _realize_input(x).make_loader()
     dtype = x.get_dtype()
 
+    # the index is tracked in int32 where it fits (as wide as the float32 values: g++
+    # vectorises the scan; with int64 it did not), and widened once at the end
+    index_dtype = torch.int32 if is_static(H * W) and int(H * W) < 2**31 else torch.int64
+
     def scan(index, want_index):
         """eager's loop: best = -inf; each valid position in row-major order replaces it if
         larger or NaN. The index starts at the first valid position (-1: none seen yet)."""
         *prefix, oh, ow = index
-        best, arg = ops.constant(float("-inf"), dtype), ops.constant(-1, torch.int64)
+        best, arg = ops.constant(float("-inf"), dtype), ops.constant(-1, index_dtype) if want_index else None
         for kh in range(kernel[0]):
             for kw in range(kernel[1]):
                 ih = oh * stride[0] - padding[0] + kh * dilation[0]
                 iw = ow * stride[1] - padding[1] + kw * dilation[1]
                 valid = _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
-                value = _masked(valid, lambda: load([*prefix, ih, iw]), 0.0)
+                # read at the nearest position inside (`valid` then discards it): a load
+                # without a mask, contiguous along the channels of a channels-last input
+                value = load([*prefix, _clamp(ih, H) if checked[0] else ih, _clamp(iw, W) if checked[1] else iw])
                 take = ops.logical_or(ops.gt(value, best), ops.ne(value, value))
                 if want_index:   # the first valid position is taken even if -inf (best stays -inf)
-                    take = ops.logical_or(take, ops.lt(arg, ops.constant(0, torch.int64)))
+                    take = ops.logical_or(take, ops.lt(arg, ops.constant(0, index_dtype)))
                 take = take if valid is None else ops.logical_and(valid, take)
                 if want_index:
-                    arg = ops.where(take, _int(ih * W + iw), arg)
+                    arg = ops.where(take, _int(ih * W + iw, index_dtype), arg)
                 best = ops.where(take, value, best)
-        return arg if want_index else best
+        return (arg if index_dtype == torch.int64 else ops.to_dtype(arg, torch.int64)) if want_index else best
 
     size = [*batch, OH, OW]
-    return (_box(x, dtype, lambda index: scan(index, False), size),
-            _box(x, torch.int64, lambda index: scan(index, True), size))
+    return (_stored_like(x, _box(x, dtype, lambda index: scan(index, False), size)),
+            _stored_like(x, _box(x, torch.int64, lambda index: scan(index, True), size)))
+
+
+def _stored_like(x, out):
+    """`out` stored channels-last where the (realized) input `x` is, as eager's output is: the
+    kernel's loops then follow the store (codegen/cpp_loops.py), channels innermost, and
+    every load of a window is contiguous along them, its mask the same for the whole row.
+    Stored NCHW, each load would stride by C*stride across the input."""
+    if _is_channels_last(x):
+        out.realize(channels_last_strides(out.get_size()))
+    return out
 
 
 def _candidates(stride, span):
