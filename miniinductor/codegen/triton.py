@@ -644,7 +644,13 @@ class TritonKernel(Kernel):
             elif block.kind == "loop" and self.is_reduction and not self.persistent:
                 # literal bounds: Triton 3.6's interpreter cannot take a constexpr in range()
                 rnumel = self.rnumel if is_static(self.rnumel) else "rnumel"
-                code.writeline(f"for roffset in range(0, {rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
+                if rnumel == "rnumel" and V.graph.current_device().type == "cpu":
+                    # nor (Triton 3.6 under NumPy 2.4) an int argument, which it makes an array
+                    code.writelines([f"roffset = -{rblock}",
+                                     f"while roffset + {rblock} < rnumel:  # (the interpreter's form of the loop)",
+                                     f"    roffset += {rblock}"])
+                else:
+                    code.writeline(f"for roffset in range(0, {rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
                 with code.indent():
                     code.writelines(self._r_definitions(looped=True))
                     code.splice(block.body)
