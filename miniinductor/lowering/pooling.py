@@ -134,31 +134,43 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     load = _realize_input(x).make_loader()
     dtype = x.get_dtype()
 
-    # the index is tracked in int32 where it fits (as wide as the float32 values: g++
-    # vectorises the scan; with int64 it did not), and widened once at the end
+    # the index is computed in int32 where it fits (as wide as the float32 values), widened at the end
     index_dtype = torch.int32 if is_static(H * W) and int(H * W) < 2**31 else torch.int64
 
-    def scan(index, want_index):
-        """eager's loop: best = -inf; each valid position in row-major order replaces it if
-        larger or NaN. The index starts at the first valid position (-1: none seen yet)."""
-        *prefix, oh, ow = index
-        best, arg = ops.constant(float("-inf"), dtype), ops.constant(-1, index_dtype) if want_index else None
+    def window(prefix, oh, ow):
+        """(valid, value, position) of each window position in row-major order; each read
+        at the nearest position inside (`valid` then discards it): a load without a mask,
+        contiguous along the channels of a channels-last input."""
         for kh in range(kernel[0]):
             for kw in range(kernel[1]):
                 ih = oh * stride[0] - padding[0] + kh * dilation[0]
                 iw = ow * stride[1] - padding[1] + kw * dilation[1]
                 valid = _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
-                # read at the nearest position inside (`valid` then discards it): a load
-                # without a mask, contiguous along the channels of a channels-last input
                 value = load([*prefix, _clamp(ih, H) if checked[0] else ih, _clamp(iw, W) if checked[1] else iw])
-                take = ops.logical_or(ops.gt(value, best), ops.ne(value, value))
-                if want_index:   # the first valid position is taken even if -inf (best stays -inf)
-                    take = ops.logical_or(take, ops.lt(arg, ops.constant(0, index_dtype)))
-                take = take if valid is None else ops.logical_and(valid, take)
-                if want_index:
-                    arg = ops.where(take, _int(ih * W + iw, index_dtype), arg)
-                best = ops.where(take, value, best)
-        return (arg if index_dtype == torch.int64 else ops.to_dtype(arg, torch.int64)) if want_index else best
+                yield valid, value, ih * W + iw
+
+    def scan(index, want_index):
+        """eager's loop: best = -inf; each valid position in row-major order replaces it if
+        larger or NaN. Its index, found from the best value: the last NaN if it is NaN, else
+        the first position holding it (-inf everywhere: the first valid position). Tracking
+        the index through the scan instead kept g++ from vectorising the kernel."""
+        *prefix, oh, ow = index
+        positions = list(window(prefix, oh, ow))
+        best = ops.constant(float("-inf"), dtype)
+        for valid, value, _ in positions:
+            take = ops.logical_or(ops.gt(value, best), ops.ne(value, value))
+            best = ops.where(take if valid is None else ops.logical_and(valid, take), value, best)
+        if not want_index:
+            return best
+        first, last_nan = ops.constant(-1, index_dtype), ops.constant(-1, index_dtype)
+        for valid, value, position in reversed(positions):
+            hit = ops.eq(value, best)
+            first = ops.where(hit if valid is None else ops.logical_and(valid, hit), _int(position, index_dtype), first)
+        for valid, value, position in positions:
+            nan = ops.ne(value, value)
+            last_nan = ops.where(nan if valid is None else ops.logical_and(valid, nan), _int(position, index_dtype), last_nan)
+        arg = ops.where(ops.ne(best, best), last_nan, first)
+        return arg if index_dtype == torch.int64 else ops.to_dtype(arg, torch.int64)
 
     size = [*batch, OH, OW]
     return (_stored_like(x, _box(x, dtype, lambda index: scan(index, False), size)),
