@@ -52,6 +52,9 @@ GRAPHS = {
     "gather": (lambda x, i: torch.gather(x, 1, i) + x.sum(1, keepdim=True),
                lambda: (torch.randn(4, 6), torch.randint(0, 6, (4, 3)))),
     "argmax_mm": (lambda x, w: (x @ w).argmax(-1), lambda: (torch.randn(4, 6), torch.randn(6, 5))),
+    # window reads at clamped positions (ClampIndex) and the index from the best value
+    "max_pool_padded": (lambda x: torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1]),
+                        lambda: (torch.randint(-2, 3, (2, 3, 7, 6)).float(),)),
 }
 
 

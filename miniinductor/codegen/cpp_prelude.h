@@ -131,9 +131,14 @@ template <typename T> static inline T mi_abs(T x) {  // abs(int8 -128) is -128, 
 }
 
 // NaN-propagating max/min, as torch.maximum / amax.
-// Min and Max in index expressions (a pooling window clamped to the input), by value
+// Min and Max in index expressions (a size's Max(1, s0)), by value; a position moved into
+// [0, hi] (ir/indexing.py ClampIndex: a pooling window's read over the padding) in int32
 static inline int64_t mi_index_max(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t mi_index_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int32_t mi_clamp_index(int32_t x, int32_t hi) {   // (this form g++ vectorises; x < 0 ? 0 : ... it did not)
+    int32_t y = x > 0 ? x : 0;
+    return y < hi ? y : hi;
+}
 template <typename A, typename B> static inline mi_t<A, B> mi_max(A a, B b) {
     using T = mi_t<A, B>;
     return (a != a || a > b) ? (T)a : (T)b;

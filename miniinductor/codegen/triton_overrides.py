@@ -89,6 +89,9 @@ class TritonPrinter(StrPrinter):
     def _print_Min(self, expr):
         return self._print_Max(expr, "tl.minimum")
 
+    def _print_ClampIndex(self, expr):
+        return f"tl.minimum(tl.maximum({self._print(expr.args[0])}, 0), {self._print(expr.args[1])})"
+
     def _print_Pow(self, expr):
         base, exp = expr.args
         if exp.is_Integer and int(exp) > 0:

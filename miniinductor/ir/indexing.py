@@ -62,6 +62,20 @@ class ModularIndexing(sympy.Function):
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
 
 
+class ClampIndex(sympy.Function):
+    """min(max(x, 0), hi): a position that may step outside [0, hi] moved to the nearest one
+    inside (a pooling window over the padding reads at the edge; its mask discards the value).
+    C prints it in int32 (`mi_clamp_index`, cpp_prelude.h): with the int64 of Min and Max
+    around a loop variable g++ left a strided window read scalar, with int32 it gathers."""
+    nargs = (2,)
+    is_integer = True
+
+    @classmethod
+    def eval(cls, x, hi):
+        if x.is_Integer and hi.is_Integer:
+            return sympy.Integer(min(max(int(x), 0), int(hi)))
+
+
 def bounds(expr, ranges) -> tuple[int, int] | None:
     """Inclusive (lo, hi) of `expr` when each variable v lies in [0, ranges[v]), or None."""
     if expr.is_Integer:
@@ -86,6 +100,9 @@ def bounds(expr, ranges) -> tuple[int, int] | None:
         return None if b is None else (b[0] // d, b[1] // d)
     if isinstance(expr, ModularIndexing) and expr.args[2].is_Integer:
         return 0, int(expr.args[2]) - 1
+    if isinstance(expr, ClampIndex) and expr.args[1].is_Integer:
+        hi, b = int(expr.args[1]), bounds(expr.args[0], ranges)
+        return (0, hi) if b is None else (min(max(b[0], 0), hi), min(max(b[1], 0), hi))
     return None
 
 
@@ -218,6 +235,9 @@ def _c_printer():
         def _print_Integer(self, expr):
             return f"{int(expr)}L" if abs(int(expr)) >= 2**31 else str(int(expr))
 
+        def _print_ClampIndex(self, expr):
+            return f"mi_clamp_index(static_cast<int32_t>({self._print(expr.args[0])}), {self._print(expr.args[1])})"
+
         def _print_Max(self, expr):   # torch's strides hold Max(1, s0): integers, not fmax
             return self._minmax("max", expr.args)
 
@@ -307,6 +327,20 @@ def pexpr(expr) -> str:
     return str(expr) if isinstance(expr, int) else _py_printer().doprint(expr)
 
 
+def _pairwise(on_ints, method, bound):
+    """max or min of two operands, each an int or a torch integer tensor."""
+    def pick(a, b):
+        if not hasattr(a, "clamp"):
+            a, b = b, a
+        if not hasattr(a, "clamp"):
+            return on_ints(a, b)
+        return getattr(a, method)(b) if hasattr(b, "clamp") else a.clamp(**{bound: b})
+    return pick
+
+
+_pairwise_max, _pairwise_min = _pairwise(max, "maximum", "min"), _pairwise(min, "minimum", "max")
+
+
 def evaluate(expr, env: dict):
     """Evaluate an index expression with Python ints or torch integer tensors in `env`."""
     if expr.is_Integer:
@@ -322,4 +356,10 @@ def evaluate(expr, env: dict):
         return args[0] // args[1]
     if isinstance(expr, ModularIndexing):
         return (args[0] // args[1]) % args[2]
+    if isinstance(expr, sympy.Max):
+        return functools.reduce(_pairwise_max, args)
+    if isinstance(expr, sympy.Min):
+        return functools.reduce(_pairwise_min, args)
+    if isinstance(expr, ClampIndex):
+        return _pairwise_min(_pairwise_max(args[0], 0), args[1])
     raise NotImplementedError(f"cannot evaluate index {expr}")

@@ -27,7 +27,7 @@ import math
 import sympy
 import torch
 
-from ..ir.indexing import FloorDiv, index_vars
+from ..ir.indexing import ClampIndex, FloorDiv, index_vars
 from ..ir.nodes import Pointwise, Reduction, StorageBox, contiguous_strides, strided_view_of
 from ..ir.sizevars import is_static
 from ..ops_handler import RecordingHandler
@@ -73,6 +73,8 @@ def _inside(expr, size):
 
 def _clamp(expr, size):
     """`expr` moved into [0, size): an index that is always in bounds."""
+    if is_static(size) and int(size) < 2**31:
+        return ClampIndex(expr, size - 1)
     return sympy.Max(0, sympy.Min(expr, size - 1))
 
 
