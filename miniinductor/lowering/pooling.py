@@ -67,8 +67,10 @@ def _int(expr, dtype=torch.int64):
 
 
 def _inside(expr, size):
-    """0 <= expr < size, as a bool value."""
-    return ops.logical_and(ops.ge(_int(expr), _int(0)), ops.lt(_int(expr), _int(size)))
+    """0 <= expr < size, as a bool value; compared in int32 where the size allows (as wide
+    as float32 lanes in C++, and a GPU's int64 arithmetic takes two instructions)."""
+    dtype = torch.int32 if is_static(size) and int(size) < 2**30 else torch.int64
+    return ops.logical_and(ops.ge(_int(expr, dtype), _int(0, dtype)), ops.lt(_int(expr, dtype), _int(size, dtype)))
 
 
 def _clamp(expr, size):
@@ -203,9 +205,11 @@ def max_pool2d_with_indices_backward(grad, x, kernel_size, stride, padding, dila
     counts = [_candidates(s, (k - 1) * d + 1) for k, s, d in zip(kernel, stride, dilation)]
     W = x.get_size()[-1]
     load_index, acc = indices.make_loader(), _acc(grad.get_dtype())
+    OH, OW = grad.get_size()[-2:]
 
     def term(prefix, h, w, ph, pw, inside, grad_at):
-        picked = ops.eq(ops.masked(inside, lambda: load_index([*prefix, ph, pw]), -1), _int(h * W + w))
+        saved = load_index([*prefix, _clamp(ph, OH), _clamp(pw, OW)])   # (an edge's, where not inside)
+        picked = ops.logical_and(inside, ops.eq(saved, _int(h * W + w)))
         return ops.where(picked, grad_at(inside), ops.constant(0.0, acc))
     return _gather_windows(x, grad, counts, _last_windows(stride, padding), term)
 
@@ -234,8 +238,8 @@ def _gather_windows(x, grad, counts, last, term):
             for jw in reversed(range(counts[1])):
                 ph, pw = last[0](h) - jh, last[1](w) - jw
 
-                def grad_at(mask, ph=ph, pw=pw):
-                    value = ops.masked(mask, lambda: load([*prefix, ph, pw]), 0.0)
+                def grad_at(mask, ph=ph, pw=pw):   # read at the nearest window, discarded where `mask` fails
+                    value = ops.where(mask, load([*prefix, _clamp(ph, OH), _clamp(pw, OW)]), ops.constant(0.0, dtype))
                     return value if acc == dtype else ops.to_dtype(value, acc)
                 total = ops.add(total, term(prefix, h, w, ph, pw, _all([_inside(ph, OH), _inside(pw, OW)]), grad_at))
         return total if acc == dtype else ops.to_dtype(total, dtype)
