@@ -7,14 +7,19 @@ so pooling is loads at computed positions plus arithmetic, and fuses like any ot
 
   * max pooling is eager's loop unrolled over the window, in its row-major order: a value
     replaces the best one if it is larger or NaN, so values, ties (the first maximum) and
-    NaNs (the last one) pick the same index as ATen's CPU kernel;
+    NaNs (the last one) pick the same index as ATen's CPU kernel; the index is found after
+    the scan from the best value (the last NaN, else the first position holding it), and
+    window positions over the padding are read at the nearest position inside (`ClampIndex`),
+    discarded by the comparison, so the kernel has no masked load (g++ vectorises it);
   * average pooling is a sum `Reduction` over the window, divided by eager's divisor
     (`count_include_pad`, `divisor_override`); adaptive pooling the same over windows
     [floor(o*H/OH), ceil((o+1)*H/OH)) of varying length, masked to each one's length;
   * each backward is a gather, not a scatter: an input position loops over the few output
     windows that can contain it, in the order eager's scatter visits them (so sums round
     alike), and adds their gradients -- for max pooling only where the saved index says
-    that window picked this position.
+    that window picked this position; windows outside the output are read clamped too;
+  * a channels-last input gives a channels-last output (as eager's), and the value it pools
+    is stored in the order of the channels-last buffer it reads (`_realize_input`).
 
 Simplified: 2-d only (Inductor also does 3-d); like Inductor, a max-pooling window (or a
 backward's set of candidate windows) of more than MAX_UNROLL positions falls back to ATen,
@@ -184,8 +189,8 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
 def _stored_like(x, out):
     """`out` stored channels-last where the (realized) input `x` is, as eager's output is: the
     kernel's loops then follow the store (codegen/cpp_loops.py), channels innermost, and
-    every load of a window is contiguous along them, its mask the same for the whole row.
-    Stored NCHW, each load would stride by C*stride across the input."""
+    every load of a window is contiguous along them. Stored NCHW, each load would stride by
+    C*stride across the input."""
     if _is_channels_last(x):
         out.realize(channels_last_strides(out.get_size()))
     return out
