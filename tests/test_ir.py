@@ -124,3 +124,18 @@ def test_fallback_ops_runs_only_those_in_aten():
     assert dict(miniinductor.metrics.fallback_ops) == {"aten.mul.Tensor": 1}
     assert miniinductor.metrics.generated_kernel_count == 1   # exp and add still lowered
     assert Config.from_options({"fallback_ops": "aten.mul.Tensor"}).fallback_ops == ("aten.mul.Tensor",)
+
+
+def test_prelude_is_precompiled_once_and_used(monkeypatch, tmp_path):
+    """The prelude (cpp_prelude.h) is precompiled into a .gch once per flags and compiler;
+    kernels compiled against it call its functions (mi_expf) and get the same results."""
+    monkeypatch.setenv("MINIINDUCTOR_CACHE_DIR", str(tmp_path))
+    source = 'extern "C" void k(const float* x, float* out) { for (int i = 0; i < 64; i++) out[i] = mi_expf(x[i]); }'
+    cpp_builder.build(source)
+    (pch,) = tmp_path.glob("prelude-*/mi_prelude.h.gch")
+    built = pch.stat().st_mtime_ns
+    cpp_builder.build(source.replace("64", "63"))          # a second library: the same .gch, not rebuilt
+    assert pch.stat().st_mtime_ns == built
+    x, out = torch.randn(64) * 10, torch.full((64,), float("nan"))
+    cpp_builder.load_kernels(source, ["k"])["k"](ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(out.data_ptr()))
+    torch.testing.assert_close(out, torch.exp(x), rtol=2e-7, atol=0)
