@@ -69,3 +69,10 @@ def test_a_sum_along_another_dim_is_left_alone():
     forward = graphs[0].graph.module.graph
     sums = forward.find_nodes(op="call_function", target=torch.ops.aten.sum.dim_IntList)
     assert [n.args[1] for n in sums] == [[0]]
+
+
+def test_a_sum_of_a_scalar_is_left_alone():
+    """A 0-d sum (logsumexp of a scalar over dim 0) has no row: the rewrite passes it by (it
+    divided by the rank, 0, and the compile failed: OpInfo's logsumexp gradient sample 0)."""
+    fn = lambda x: torch.logsumexp(x, 0, keepdim=True) * 3   # noqa: E731
+    check_grads(fn, torch.randn((), requires_grad=True), compiled=compile_fn(fn), **TOL)

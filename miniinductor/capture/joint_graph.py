@@ -130,6 +130,8 @@ def sum_of_one_hot(graph: torch.fx.Graph) -> int:
         if node.kwargs or not isinstance(val, torch.Tensor) or not dims or len(dims) != 1:
             continue
         rank = node.args[0].meta["val"].dim()
+        if rank == 0:   # a 0-d sum (logsumexp of a scalar): no row to sum
+            continue
         found = _one_hot_product(node.args[0], dims[0] % rank)
         if found is None:
             continue
