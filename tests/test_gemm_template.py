@@ -309,7 +309,7 @@ def test_tma_persistent_template(m, k, n, transposed, dtype):
     check(out, expected, dtype)
     source = template_sources(graphs)
     assert aten_matmuls(graphs) == [] and len(graphs[0].kernels) == 1
-    assert "tl.make_tensor_descriptor" in source and "< grid_m * grid_n:   # (the interpreter" in source
+    assert "tl.make_tensor_descriptor" in source and "< grid_m * grid_n:  # (the interpreter's form of range(pid, grid_m * grid_n, " in source
     assert "persistent=tma" in source   # the launcher's comment names the config
 
 

@@ -129,6 +129,16 @@ def jit_decorator(int_params) -> str:
     return f"@triton.jit(do_not_specialize={list(int_params)!r})"
 
 
+def interpreter_range(var: str, start, stop, step) -> list[str]:
+    """`for var in range(start, stop, step):` as the interpreter can run it: Triton 3.6's makes
+    a program id or an int argument a 1-element array, which NumPy 2.4 refuses as a `range`
+    bound ("only 0-dimensional arrays can be converted to Python scalars"). The body goes one
+    level in, as under the `for`."""
+    return [f"{var} = {start} - {step}",
+            f"while {var} + {step} < {stop}:  # (the interpreter's form of range({start}, {stop}, {step}))",
+            f"    {var} += {step}"]
+
+
 class TritonKernel(Kernel):
     """Generates one Triton kernel and its launcher for a fused group: rows over `ranges`
     (flattened into xindex), and blocks over `reduction_ranges` (flattened into rindex):
@@ -645,10 +655,7 @@ class TritonKernel(Kernel):
                 # literal bounds: Triton 3.6's interpreter cannot take a constexpr in range()
                 rnumel = self.rnumel if is_static(self.rnumel) else "rnumel"
                 if rnumel == "rnumel" and V.graph.current_device().type == "cpu":
-                    # nor (Triton 3.6 under NumPy 2.4) an int argument, which it makes an array
-                    code.writelines([f"roffset = -{rblock}",
-                                     f"while roffset + {rblock} < rnumel:  # (the interpreter's form of the loop)",
-                                     f"    roffset += {rblock}"])
+                    code.writelines(interpreter_range("roffset", 0, "rnumel", rblock))
                 else:
                     code.writeline(f"for roffset in range(0, {rnumel}, {rblock}):  # (0, rnumel, RBLOCK)")
                 with code.indent():

@@ -59,7 +59,7 @@ from ..logs import get_logger
 from ..runtime.triton_runtime import AutotuneCache, Launcher, benchmark, cdiv, load_module, next_power_of_2, precompile_all, set_tma_allocator
 from ..virtualized import V
 from .common import IndentedBuffer
-from .triton import TritonKernel
+from .triton import TritonKernel, interpreter_range
 from .triton_overrides import TRITON_TYPE
 
 log = get_logger("autotune")
@@ -206,10 +206,8 @@ def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr:
         head += ["# TMA: the copy engine fetches each tile (out-of-bounds elements read as 0: no masks)",
                  descriptor("a", a_ptr, g.a_offset, "M", "K", sam, sak, "XBLOCK", bk),
                  descriptor("b", b_ptr, g.b_offset, "K", "N", sbk, sbn, bk, "RBLOCK")]
-    if persistent and interpret:   # Triton 3.6's interpreter cannot take `pid` as a range bound (NumPy 2.4)
-        head += [f"tile = pid - {config['programs']}",
-                 f"while tile + {config['programs']} < grid_m * grid_n:   # (the interpreter's form of the loop below)",
-                 f"    tile += {config['programs']}"]
+    if persistent and interpret:
+        head += interpreter_range("tile", "pid", "grid_m * grid_n", config["programs"])
     elif persistent:
         head += [f"for tile in range(pid, grid_m * grid_n, {config['programs']}):"]
     a_load = ("a_desc.load([pid_m * XBLOCK, k])" if sak == 1 else "a_desc.load([k, pid_m * XBLOCK]).T") \
