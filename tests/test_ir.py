@@ -104,6 +104,28 @@ def test_kernel_cache_is_reused_and_written_atomically(monkeypatch, tmp_path):
     assert out.item() == 42
 
 
+def test_a_prelude_that_cannot_be_precompiled_is_tried_once(monkeypatch, tmp_path):
+    """A compiler that refuses to precompile the prelude still builds (from the header's text),
+    and is asked to precompile once per process, not once per graph."""
+    monkeypatch.setenv("MINIINDUCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    log = tmp_path / "calls.log"
+    cxx = tmp_path / "no-pch-g++"
+    cxx.write_text(f'#!/bin/sh\necho "$@" >> {log}\n'
+                   'case "$*" in *c++-header*) exit 1;; esac\nexec g++ "$@"\n')
+    cxx.chmod(0o755)
+    cpp_builder.compiler_version.cache_clear()
+    outs = []
+    for value in (41, 42, 43):        # three graphs, three builds
+        source = f'extern "C" void k(float* out) {{ out[0] = {value}; }}'
+        out = torch.full((1,), float("nan"))
+        cpp_builder.load_kernels(source, ["k"], cxx=str(cxx))["k"](ctypes.c_void_p(out.data_ptr()))
+        outs.append(out.item())
+    assert outs == [41, 42, 43]
+    calls = log.read_text().splitlines()
+    assert sum("c++-header" in c for c in calls) == 1, calls
+    assert sum("-include" in c for c in calls) == 3, calls
+
+
 def test_fallback_all_runs_everything_in_aten():
     miniinductor.metrics.reset()
     torch._dynamo.reset()

@@ -110,8 +110,15 @@ def libtorch_flags() -> tuple[list[str], list[str]]:
 def prelude_header(cxx: str, flags: list[str]) -> Path:
     """cpp_prelude.h in the cache, precompiled beside it for `flags` (built once, atomically:
     the header first, then its `.gch`); the caller compiles with `-include` this path."""
+    return _prelude_header(cxx, tuple(flags), cache_dir())
+
+
+@functools.lru_cache(maxsize=None)
+def _prelude_header(cxx: str, flags: tuple[str, ...], cache: Path) -> Path:
+    """prelude_header, tried once per process: a compiler that fails to precompile (no
+    OpenMP, say) is not asked again for every graph."""
     key = hashlib.sha256("\0".join([PRELUDE, " ".join(flags), compiler_version(cxx)]).encode()).hexdigest()[:32]
-    folder = cache_dir() / f"prelude-{key}"
+    folder = cache / f"prelude-{key}"
     header, pch = folder / "mi_prelude.h", folder / "mi_prelude.h.gch"
     if pch.exists():
         return header
