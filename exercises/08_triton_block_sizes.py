@@ -6,7 +6,7 @@ Phase: runtime (Triton). Mirrors the size heuristics of
 
 A Triton kernel runs as a grid of programs; each handles a block of XBLOCK outputs (and,
 for a reduction, RBLOCK elements of each row at a time). `block_sizes(xnumel, rnumel,
-persistent, outer)` returns {"XBLOCK": ..., "num_warps": ...} for a pointwise kernel
+persistent, outer, gathers=0)` returns {"XBLOCK": ..., "num_warps": ...} for a pointwise kernel
 (`rnumel is None`) and {"XBLOCK": ..., "RBLOCK": ..., "num_warps": ...} for a reduction.
   * every block size is a power of 2 (`tl.arange` needs one), num_warps a power of 2 in 1..16;
   * pointwise: enough elements a program to amortise it (Inductor: 1024), but no more than
@@ -19,6 +19,9 @@ persistent, outer)` returns {"XBLOCK": ..., "num_warps": ...} for a pointwise ke
     long RBLOCK (e.g. 2048) read contiguous memory; summing columns (`outer=True`) wants a
     few columns a program (XBLOCK 8..64) so that loads along x are contiguous.
   * num_warps grows with the block: about one warp per 256 elements.
+  * (a refinement the checks leave to you: `gathers` counts a pointwise kernel's loads that
+    cannot be vectorised, a pooling window's; the compiler gives those kernels 2 elements a
+    thread, XBLOCK 512 and 8 warps, so more warps hide the loads' latency.)
 Worked example: block_sizes(1000, None, False, False) → {"XBLOCK": 1024, "num_warps": 4};
 block_sizes(64, 100, True, False) → {"XBLOCK": 32, "RBLOCK": 128, "num_warps": 16}.
 
@@ -32,7 +35,7 @@ from miniinductor.codegen.policy import MAX_BLOCK_NUMEL, next_power_of_2  # noqa
 TARGET = "miniinductor.codegen.policy.block_sizes"
 
 
-def block_sizes(xnumel, rnumel, persistent, outer):
+def block_sizes(xnumel, rnumel, persistent, outer, gathers=0):
     if rnumel is None:
         return {"XBLOCK": 1, "num_warps": 1}
     return {"XBLOCK": 1, "RBLOCK": 1, "num_warps": 1}

@@ -1,7 +1,9 @@
 """Pooling and BatchNorm lowered natively (lowering/pooling.py, capture/decompositions.py).
 
 Every case runs forward and backward (a compiled forward whose backward graph is compiled
-too) on both CPU code generators, C++ and Triton (interpreted), with fresh random inputs,
+too) on both CPU code generators, C++ and Triton (interpreted), and on a GPU where there is
+one (Triton compiled; it reads the padding through masked loads, the CPU through clamped
+reads: codegen/policy.py `clamped_window_reads`), with fresh random inputs,
 and compares the output and the gradient of every input with eager -- and checks that
 no pooling or BatchNorm op ran as an ATen fallback.
 
@@ -30,6 +32,8 @@ import miniinductor  # noqa: E402
 pytestmark = requires_miniinductor
 
 BACKENDS = {"cpp": {}, "triton": {"cpu_backend": "triton"}}
+if torch.cuda.is_available():   # Triton compiled for the GPU (the device runs these too)
+    BACKENDS["cuda"] = {}
 EXACT = dict(rtol=0, atol=0, equal_nan=True)
 AVG_TOL = dict(rtol=1.3e-6, atol=1e-6)
 BN_TOL = dict(rtol=1e-5, atol=1e-5)
@@ -46,16 +50,21 @@ def no_fallback(*words):
 
 
 def check_forward_backward(fn, x, backend, tol):
-    """fn(x) compiled vs eager: outputs (a tensor or a tuple) and x's gradient."""
-    x_c, x_e = x.clone().requires_grad_(), x.clone().requires_grad_()
+    """fn(x) compiled vs eager: outputs (a tensor or a tuple) and x's gradient. The GPU case
+    (compiled on the GPU) is compared with eager on the CPU: eager's CUDA avg_pool2d backward
+    is wrong for a channels-last input with padding in torch 2.11 (pytorch/pytorch#188344, fixed
+    later), and its max-pooling backward adds gradients with atomics in no fixed order (so the
+    gradient is compared with AVG_TOL there)."""
+    grad_tol = AVG_TOL if backend == "cuda" and tol == EXACT else tol
+    x_c, x_e = (x.cuda() if backend == "cuda" else x.clone()).requires_grad_(), x.clone().requires_grad_()
     out_c, out_e = compile_fn(fn, **BACKENDS[backend])(x_c), fn(x_e)
     out_c, out_e = (out_c, out_e) if isinstance(out_e, tuple) else ((out_c,), (out_e,))
     for k, (a, e) in enumerate(zip(out_c, out_e)):
-        torch.testing.assert_close(a, e, **tol, msg=lambda m: f"output {k}: {m}")
+        torch.testing.assert_close(a.cpu(), e, **tol, msg=lambda m: f"output {k}: {m}")
     grad = torch.randn_like(out_e[0])
-    out_c[0].backward(grad)
+    out_c[0].backward(grad.to(out_c[0].device))
     out_e[0].backward(grad)
-    torch.testing.assert_close(x_c.grad, x_e.grad, **tol, msg=lambda m: f"input gradient: {m}")
+    torch.testing.assert_close(x_c.grad.cpu(), x_e.grad, **grad_tol, msg=lambda m: f"input gradient: {m}")
     no_fallback("pool", "batch_norm")
 
 
@@ -151,11 +160,13 @@ def test_batch_norm(training, backend):
         model.running_var.uniform_(0.5, 2)
     eager = nn.BatchNorm2d(4)
     eager.load_state_dict(model.state_dict())
+    device = "cuda" if backend == "cuda" else "cpu"
+    model, eager = model.to(device), eager.to(device)
     model.train(training)
     eager.train(training)
     compiled = compile_fn(model, **BACKENDS[backend])
     for _ in range(2):
-        x = torch.randn(3, 4, 5, 6) * 2 + 1
+        x = torch.randn(3, 4, 5, 6, device=device) * 2 + 1
         x_c, x_e = x.clone().requires_grad_(), x.clone().requires_grad_()
         out_c, out_e = compiled(x_c), eager(x_e)
         torch.testing.assert_close(out_c, out_e, **BN_TOL)
@@ -172,7 +183,7 @@ def test_batch_norm(training, backend):
     no_fallback("batch_norm")
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_resnet_has_no_pooling_or_batch_norm_fallback(backend):
     """The zoo's ResNet (BatchNorm, max pooling, adaptive average pooling): a training step
     (forward and backward) and an eval forward. Only the convolutions and matmuls are ATen

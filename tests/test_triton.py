@@ -191,6 +191,28 @@ def test_transposed_input():
     check(lambda x: (x.permute(2, 0, 1) * 3).contiguous(), randn(3, 4, 5))
 
 
+def test_channels_last_walks_in_store_order():
+    """A channels-last store whose accesses are all contiguous along C walks C innermost
+    (`store_order`): flat, not tiled, the store and loads at xindex. Pooling such a tensor
+    reads a window along C too."""
+    x = randn(2, 16, 6, 5).to(memory_format=torch.channels_last)
+    c = check(lambda x: (x * 2).relu().contiguous(memory_format=torch.channels_last), x)
+    assert not any(k.tiled for k in c.kernels.values())
+    assert "tl.store(out_ptr0 + (xindex)" in c.source() and "tl.load(in_ptr0 + (xindex)" in c.source()
+    c = check(lambda x: torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1]), x)
+    assert not any(k.tiled for k in c.kernels.values()) and "xindex % 16" in c.source(), c.source()
+
+
+def test_pooling_window_gets_two_elements_a_thread():
+    """Nine gathered loads (stride 2 along the output's width): XBLOCK 512 and 8 warps
+    (policy.block_sizes); a plain pointwise kernel keeps 1024 and 4."""
+    c = check(lambda x: F.max_pool2d(x, 3, 2, 1), randn(2, 8, 40, 40))
+    (kernel,) = c.kernels.values()
+    assert kernel.gathers >= 2 and kernel.block_sizes() == {"XBLOCK": 512, "num_warps": 8}
+    (kernel,) = check(lambda x: x * 2 + 1, randn(4, 1024)).kernels.values()
+    assert kernel.gathers == 0 and kernel.block_sizes() == {"XBLOCK": 1024, "num_warps": 4}
+
+
 def test_transpose_is_tiled():
     c = check(lambda x, y: (x.t() + y, (x.t() * 2).exp()), randn(40, 70), randn(70, 40))
     assert all(k.tiled for k in c.kernels.values()) and "tl.program_id(1)" in c.source()

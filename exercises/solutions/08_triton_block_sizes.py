@@ -1,12 +1,15 @@
 """Reference solution of exercise 08 (Triton block sizes)."""
-from miniinductor.codegen.policy import MAX_BLOCK_NUMEL, next_power_of_2
+from miniinductor.codegen.policy import GATHERS_MIN, MAX_BLOCK_NUMEL, next_power_of_2
 
 TARGET = "miniinductor.codegen.policy.block_sizes"
 
 
-def block_sizes(xnumel, rnumel, persistent, outer):
+def block_sizes(xnumel, rnumel, persistent, outer, gathers=0):
     xblock_max = next_power_of_2(max(xnumel, 1))
     if rnumel is None:
+        if gathers >= GATHERS_MIN:   # loads that are not vectorised: 2 elements a thread
+            xblock = min(512, xblock_max)
+            return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 64))}
         xblock = min(1024, xblock_max)
         return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 256))}
     rblock_full = next_power_of_2(max(rnumel, 1))

@@ -195,6 +195,17 @@ def innermost_strides(index, var_ranges, x_last, r_last) -> tuple:
     return tuple(index.coeff(v) if v is not None else None for v in (x_last, r_last))
 
 
+def is_gather(index, var_ranges, var) -> bool:
+    """Does `index` (simplified over `var_ranges`) step along `var`, the innermost x loop
+    variable, other than by 0 or 1, or through a function of it (FloorDiv, a clamp)? Such a
+    load is not vectorised."""
+    index = sympy.expand(simplify_with_ranges(sympy.expand(sympy.sympify(index)), var_ranges))
+    if var is None or var not in index.free_symbols:
+        return False
+    coeff = index.coeff(var)
+    return coeff not in (0, 1) or var in (index - coeff * var).free_symbols
+
+
 def canonical_len(sizes) -> int:
     """How many loops `sizes` needs (dims of size 1 need none)."""
     return len([n for n in sizes if n != 1])

@@ -50,7 +50,9 @@ next_power_of_2(rnumel), everything straight-line) when rnumel <= 4096, else *lo
 reduction starts a new loop, as Inductor does for softmax). A looped softmax's max and sum of
 exp are one online reduction (lowering/softmax.py, `_online_softmax`): one loop, not two. A pointwise group that reads or
 writes memory transposed is *tiled* (triton_tiling.py, `tile_split`): its ranges are
-cut in two, the second part taking the r dimension and the second grid axis.
+cut in two, the second part taking the r dimension and the second grid axis. One whose
+store is contiguous along another dim than the last (channels-last) walks its ranges in the
+store's order instead, where that makes every access contiguous (`store_order`).
 
 Symbolic sizes (ir/sizevars.py): a kernel is generic in its sizes, as Inductor's are. The
 size symbols its code reads are int arguments after its pointers, then `xnumel`/`rnumel`
@@ -98,7 +100,7 @@ from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
-from .common import CSE, LOW_PRECISION, CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
+from .common import CSE, LOW_PRECISION, CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides, is_gather
 from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
 from .triton_overrides import BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype, reduction_init, texpr, triton_literal
 
@@ -148,7 +150,8 @@ class TritonKernel(Kernel):
 
     language, loop_kind = "triton", "loop"
 
-    def __init__(self, name: str, ranges, reduction_ranges, config=None, removed_buffers=(), tiled=False):
+    def __init__(self, name: str, ranges, reduction_ranges, config=None, removed_buffers=(), tiled=False,
+                 order=None):
         super().__init__(name, ranges, reduction_ranges, config, removed_buffers, cse=CSE(line_template="{var} = {expr}"))
         self.tiled = tiled
         self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
@@ -162,10 +165,12 @@ class TritonKernel(Kernel):
         self.used_syms: set[sympy.Symbol] = set()
         self.max_numel = index_extent(self.xnumel * (self.rnumel if self.rnumel != 0 else 1))
         self.load_strides: list[tuple] = []  # (x stride, r stride) of each load: a block-shape hint
+        self.gathers = 0                     # loads not vectorised along x (`is_gather`): another hint
         self.acc_count = 0
         self.online_softmax_done: dict[tuple, tuple] = {}   # (block, value) → (max, sum): computed once
         nontrivial = lambda vs, ns: [(v, n) for v, n in zip(vs, ns) if n != 1]  # noqa: E731
-        self._x_dims = nontrivial(self.itervars, self.ranges)
+        order = order or range(len(self.ranges))   # xindex walks the ranges in this order (outermost first)
+        self._x_dims = nontrivial([self.itervars[k] for k in order], [self.ranges[k] for k in order])
         self._r_dims = nontrivial(self.reduction_vars, self.reduction_ranges)
         self._zero = {v: 0 for v, n in self.var_ranges.items() if n == 1}
         self._source = None
@@ -392,6 +397,9 @@ class TritonKernel(Kernel):
             # written by this program in an earlier block, by other threads: wait for them
             block.prefix.writeline("tl.debug_barrier()")
         self._note_buffer(name, index)
+        if not self.is_reduction:   # (a block-size hint for pointwise kernels only)
+            self.gathers += is_gather(sympy.sympify(index).subs(self._zero), self.var_ranges,
+                                      self._x_dims[-1][0] if self._x_dims else None)
         dtype = V.graph.get_dtype(name)
         _, dims = self.index(index)
         masks, mask_dims = [self._mask_text(dims)] if dims & {"x", "r"} else [], set(dims)
@@ -543,7 +551,7 @@ class TritonKernel(Kernel):
         if self.tiled:
             return tile_sizes(xnumel, rnumel)
         return block_sizes(xnumel, rnumel if self.is_reduction else None,
-                           self.persistent, self.is_reduction and self.is_outer_reduction())
+                           self.persistent, self.is_reduction and self.is_outer_reduction(), self.gathers)
 
     # ------------------------------------------------------------------ source
     def _var_definitions(self, dims, flat) -> list[str]:

@@ -22,14 +22,60 @@ from .triton_mix_order import MixOrderKernel
 
 
 def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
-    """The kernel for a scheduler FusedGroup: its loops (R, Q), or a 2-D tiling of R
-    when a pointwise group reads or writes memory transposed (see `tile_split`)."""
+    """The kernel for a scheduler FusedGroup: its loops (R, Q); for a pointwise group, R
+    walked in the order of its store (`store_order`) where every access is then contiguous
+    along the innermost dim, else a 2-D tiling of R when it reads or writes memory
+    transposed (see `tile_split`)."""
     if group.transposed:
         return MixOrderKernel(group.kernel_name, group.R, group.Q, group.transposed, config, removed_buffers)
+    if not group.Q:
+        order = store_order(group)
+        if order is not None and not _strided_inner(group, order):
+            return TritonKernel(group.kernel_name, group.R, group.Q, config, removed_buffers, order=order)
     split = tile_split(group) if not group.Q else None
     if split is not None:
         return TritonKernel(group.kernel_name, group.R[:split], group.R[split:], config, removed_buffers, tiled=True)
     return TritonKernel(group.kernel_name, group.R, group.Q, config, removed_buffers)
+
+
+def _coefficients(dep, cvars) -> list | None:
+    """A dep's integer coefficient on each canonical variable, or None where it is not affine."""
+    expr = sympy.expand(sympy.sympify(dep.index))
+    coeffs = [expr.coeff(v) for v in cvars]
+    if not all(c.is_Integer for c in coeffs) or set(cvars) & sympy.expand(expr - sum(c * v for c, v in zip(coeffs, cvars))).free_symbols:
+        return None
+    return [int(c) for c in coeffs]
+
+
+def store_order(group) -> list[int] | None:
+    """The order to walk a pointwise group's ranges R in (outermost first): the first store's
+    dims by stride, largest outside (Inductor's `pick_loop_order`), so that a channels-last
+    store walks C innermost; None to keep R's own order (already that, symbolic, or a store
+    that is not affine). Without it, a channels-last max pool wrote and read C floats apart
+    at every step of its block."""
+    n = len(group.R)
+    writes = [dep for node in group.nodes for dep in node.writes]
+    if n < 2 or not writes or not all(map(is_static, group.R)):
+        return None
+    coeffs = _coefficients(writes[0], canonical_vars(n))
+    if coeffs is None:
+        return None
+    # dims of one element first (any place serves them), then by decreasing stride
+    order = sorted(range(n), key=lambda d: (int(group.R[d]) != 1, -coeffs[d]))
+    return None if order == list(range(n)) else order
+
+
+def _strided_inner(group, order) -> bool:
+    """Would some access in `order` step more than one element along the innermost dim while
+    being contiguous along another (a transpose, which tiles instead)?"""
+    n = len(group.R)
+    cvars, inner = canonical_vars(n), order[-1]
+    for node in group.nodes:
+        for dep in node.reads + node.writes:
+            coeffs = _coefficients(dep, cvars)
+            if coeffs is not None and coeffs[inner] not in (0, 1) and 1 in (coeffs[d] for d in range(n) if d != inner):
+                return True
+    return False
 
 
 

@@ -8,12 +8,14 @@ so pooling is loads at computed positions plus arithmetic, and fuses like any ot
   * max pooling is eager's loop unrolled over the window, in its row-major order: a value
     replaces the best one if it is larger or NaN, so values, ties (the first maximum) and
     NaNs (the last one) pick the same index as ATen's CPU kernel; the index is found after
-    the scan from the best value (the last NaN, else the first position holding it), and
-    window positions over the padding are read at the nearest position inside (`ClampIndex`),
-    discarded by the comparison, so the kernel has no masked load (g++ vectorises it);
-  * average pooling is a sum `Reduction` over the window, divided by eager's divisor
-    (`count_include_pad`, `divisor_override`); adaptive pooling the same over windows
+    the scan from the best value (the last NaN, else the first position holding it);
+  * average pooling unrolls a window of up to MAX_UNROLL positions and adds them in eager's
+    order (a larger one is a sum `Reduction`), divided by eager's divisor
+    (`count_include_pad`, `divisor_override`); adaptive pooling is a `Reduction` over windows
     [floor(o*H/OH), ceil((o+1)*H/OH)) of varying length, masked to each one's length;
+  * which positions are read over the padding is the backend's (`clamped_window_reads`,
+    codegen/policy.py): C++ reads the nearest position inside and discards it by a comparison
+    (no masked load, so g++ vectorises), Triton masks the load (-inf, or 0 for a sum);
   * each backward is a gather, not a scatter: an input position loops over the few output
     windows that can contain it, in the order eager's scatter visits them (so sums round
     alike), and adds their gradients -- for max pooling only where the saved index says
@@ -146,16 +148,22 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
     # the index is computed in int32 where it fits (as wide as the float32 values), widened at the end
     index_dtype = torch.int32 if is_static(H * W) and int(H * W) < 2**31 else torch.int64
 
+    clamped = V.graph.policy.clamped_window_reads
+
     def window(prefix, oh, ow):
-        """(valid, value, position) of each window position in row-major order; each read
-        at the nearest position inside (`valid` then discards it): a load without a mask,
-        contiguous along the channels of a channels-last input."""
+        """(valid, value, position) of each window position in row-major order. C++: each read
+        at the nearest position inside (`valid` then discards it), a load without a mask,
+        contiguous along the channels of a channels-last input. Triton: a masked load, -inf
+        outside (it never replaces the best value; `valid` still picks the index)."""
         for kh in range(kernel[0]):
             for kw in range(kernel[1]):
                 ih = oh * stride[0] - padding[0] + kh * dilation[0]
                 iw = ow * stride[1] - padding[1] + kw * dilation[1]
                 valid = _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
-                value = load([*prefix, _clamp(ih, H) if checked[0] else ih, _clamp(iw, W) if checked[1] else iw])
+                if clamped:
+                    value = load([*prefix, _clamp(ih, H) if checked[0] else ih, _clamp(iw, W) if checked[1] else iw])
+                else:
+                    value = _masked(valid, lambda ih=ih, iw=iw: load([*prefix, ih, iw]), float("-inf"))
                 yield valid, value, ih * W + iw
 
     def scan(index, want_index):
@@ -167,8 +175,11 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         positions = list(window(prefix, oh, ow))
         best = ops.constant(float("-inf"), dtype)
         for valid, value, _ in positions:
-            take = ops.logical_or(ops.gt(value, best), ops.ne(value, value))
-            best = ops.where(take if valid is None else ops.logical_and(valid, take), value, best)
+            if valid is None or not clamped:    # value > best or NaN: torch.maximum's NaN rule
+                best = ops.maximum(value, best)
+            else:
+                take = ops.logical_or(ops.gt(value, best), ops.ne(value, value))
+                best = ops.where(ops.logical_and(valid, take), value, best)
         if not want_index:
             return best
         first, last_nan = ops.constant(-1, index_dtype), ops.constant(-1, index_dtype)
@@ -256,14 +267,14 @@ def _acc(dtype):
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _avg_divisor(o, n, k, s, p, count_include_pad):
+def _avg_divisor(o, n, k, s, p, count_include_pad, dtype=torch.int64):
     """ATen's divisor along one dim for output position `o`: the window's length, clipped
-    to the padded input (count_include_pad) or to the input itself. An int64 value."""
-    start = _int(o * s - p)
-    end = ops.minimum(ops.add(start, _int(k)), _int(n + p))
+    to the padded input (count_include_pad) or to the input itself. An integer of `dtype`."""
+    start = _int(o * s - p, dtype)
+    end = ops.minimum(ops.add(start, _int(k, dtype)), _int(n + p, dtype))
     if count_include_pad:
         return ops.sub(end, start)
-    return ops.sub(ops.minimum(end, _int(n)), ops.maximum(start, _int(0)))
+    return ops.sub(ops.minimum(end, _int(n, dtype)), ops.maximum(start, _int(0, dtype)))
 
 
 def _divide(total, divisors, dtype):
@@ -301,21 +312,50 @@ def avg_pool2d(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_incl
     kernel, stride, padding, _ = _params(kernel_size, stride, padding)
     *batch, H, W = x.get_size()
     OH, OW = _out_hw()
-
     checked = [padding[d] > 0 or ceil_mode for d in range(2)]   # windows may leave the input
+    int_dtype = _size_dtype(H, W)
+
+    def divisors(index):
+        return [_avg_divisor_2d(index[-2:], (H, W), kernel, stride, padding, count_include_pad,
+                                divisor_override, int_dtype)]
 
     def position(index, r):
         ih, iw = (index[-2 + d] * stride[d] - padding[d] + r[d] for d in range(2))
         return (ih, iw), _all([_inside(ih, H) if checked[0] else None, _inside(iw, W) if checked[1] else None])
-    total = _window_sum(x, [*batch, OH, OW], kernel, position)
-    return _divide(total, lambda index: [_avg_divisor_2d(index[-2:], (H, W), kernel, stride, padding,
-                                                         count_include_pad, divisor_override)], x.get_dtype())
+    if math.prod(kernel) > MAX_UNROLL:
+        total = _window_sum(x, [*batch, OH, OW], kernel, position)
+        return _divide(total, divisors, x.get_dtype())
+    # a small window: its positions unrolled and added up in eager's order (row-major), in one
+    # pointwise kernel, as Inductor does; a 3x3 window as a reduction wasted 7 of a Triton
+    # block's 16 lanes
+    load, dtype, acc = _realize_input(x).make_loader(), x.get_dtype(), _acc(x.get_dtype())
+    clamped = V.graph.policy.clamped_window_reads
+
+    def window_sum(index):
+        total = ops.constant(0.0, acc)
+        for kh in range(kernel[0]):
+            for kw in range(kernel[1]):
+                (ih, iw), valid = position(index, (kh, kw))
+                if valid is None:
+                    value = load([*index[:-2], ih, iw])
+                elif clamped:        # read at the nearest position inside, discarded (see max pooling)
+                    value = ops.where(valid, load([*index[:-2], _clamp(ih, H), _clamp(iw, W)]), ops.constant(0.0, dtype))
+                else:
+                    value = ops.masked(valid, lambda ih=ih, iw=iw: load([*index[:-2], ih, iw]), 0.0)
+                total = ops.add(total, value if acc == dtype else ops.to_dtype(value, acc))
+        return total
+    return _stored_like(x, _divide(_box(x, acc, window_sum, [*batch, OH, OW]), divisors, dtype))
 
 
-def _avg_divisor_2d(o, n, kernel, stride, padding, count_include_pad, divisor_override):
+def _size_dtype(H, W):
+    """int32 for window arithmetic on sizes that allow it (a GPU's int64 takes two instructions)."""
+    return torch.int32 if is_static(H) and is_static(W) and max(int(H), int(W)) < 2**30 else torch.int64
+
+
+def _avg_divisor_2d(o, n, kernel, stride, padding, count_include_pad, divisor_override, dtype=torch.int64):
     if divisor_override:
-        return ops.constant(divisor_override, torch.int64)
-    return ops.mul(*[_avg_divisor(o[d], n[d], kernel[d], stride[d], padding[d], count_include_pad)
+        return ops.constant(divisor_override, dtype)
+    return ops.mul(*[_avg_divisor(o[d], n[d], kernel[d], stride[d], padding[d], count_include_pad, dtype)
                      for d in range(2)])
 
 
@@ -331,8 +371,9 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
         # a candidate holds (h, w) if its window reaches it: ph*s - p + k > h
         holds = _all([inside, ops.gt(_int(ph * stride[0] - padding[0] + kernel[0]), _int(h)),
                       ops.gt(_int(pw * stride[1] - padding[1] + kernel[1]), _int(w))])
-        divisor = _avg_divisor_2d((ph, pw), (H, W), kernel, stride, padding, count_include_pad, divisor_override)
-        divisor = ops.maximum(divisor, ops.constant(1, torch.int64))   # (0 only where `holds` is false)
+        int_dtype = _size_dtype(H, W)
+        divisor = _avg_divisor_2d((ph, pw), (H, W), kernel, stride, padding, count_include_pad, divisor_override, int_dtype)
+        divisor = ops.maximum(divisor, ops.constant(1, int_dtype))   # (0 only where `holds` is false)
         return ops.where(holds, ops.truediv(grad_at(holds), ops.to_dtype(divisor, acc)), ops.constant(0.0, acc))
     return _gather_windows(x, grad, [_candidates(s, k) for s, k in zip(stride, kernel)],
                            _last_windows(stride, padding), term)
