@@ -8,7 +8,7 @@ callable). `compile_graph` is the table of contents, every pass in order:
     lower            policy_for            the backend policy, once per graph (codegen/policy.py)
                      unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
                      addmm_activation      gelu(addmm), CUDA relu(addmm) → one _addmm_activation call (matmul.py)
-                     decide_layout_opt     C++, inference: 2-D convolutions channels-last (lowering/layout.py)
+                     decide_layout_opt     C++ or GPU, inference: 2-D convolutions channels-last (lowering/layout.py)
                      GraphLowering.run     ATen ops → loop IR (lowering/graph.py), node by node,
                        realize_where_demanded  each node's value, once lowered: a buffer or inlined
                                            (outputs, reductions, expensive values read twice)

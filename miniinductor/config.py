@@ -115,7 +115,7 @@ class Config:
     realize_opcount_threshold: int = 30
     "... or when its body runs more ops than this."
     layout_optimization: bool = True
-    "C++ kernels, inference: 2-D convolutions take their input channels-last, which oneDNN runs faster (Inductor's layout_optimization)."
+    "Inference graphs, C++ kernels or the GPU: 2-D convolutions take their input channels-last, which oneDNN and cuDNN run faster."
     parallel_min_numel: int = 32768
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
     freezing: bool = False

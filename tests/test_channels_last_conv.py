@@ -6,7 +6,7 @@
   eager's strides (`check` compares them). Checked in the wrapper's text and in
   `GraphLowering.layout_opt`.
 * ATen's own output strides where the input is NCHW too (one channel); freezing.
-* Training graphs (gradients vs eager), symbolic sizes, Triton kernels and
+* Training graphs (gradients vs eager), symbolic sizes, Triton kernels on the CPU and
   `layout_optimization=False` keep NCHW; the zoo's ResNet in eval runs channels-last.
 * Pointwise kernels on channels-last tensors: values for sizes that do and do not fill the
   16 x 16 tiles, low precision (a tile copied by a loop), a masked (padded) load; the loop
@@ -155,12 +155,13 @@ def test_layout_optimization_off():
     assert not cg.graph.layout_opt and conv_input_strides(cg) == [(16 * 64, 64, 8, 1)]
 
 
-def test_not_for_triton_kernels():
+def test_which_backends():
+    """C++ and GPU graphs; not Triton kernels on the CPU (tests/test_gpu.py runs a GPU one)."""
     from miniinductor.codegen.policy import policy_for
     from miniinductor.config import Config
     assert policy_for(torch.device("cpu"), Config()).channels_last_conv
     assert not policy_for(torch.device("cpu"), Config(cpu_backend="triton")).channels_last_conv
-    assert not policy_for(torch.device("cuda"), Config()).channels_last_conv
+    assert policy_for(torch.device("cuda"), Config()).channels_last_conv
 
 
 # --------------------------------------------------------------------------- pointwise loop nests

@@ -204,3 +204,22 @@ def test_debug_accuracy_on_gpu_clean_and_planted():
     assert report.culprit is not None and report.kind == "lowering", str(report)
     assert report.culprit.aten.startswith("rsqrt")
     assert abs(report.culprit.vs_eager.max_abs - 1.0) < 1e-5   # the planted +1
+
+
+def test_conv_bn_relu_inference_runs_channels_last_on_gpu():
+    """An eval conv-BN-ReLU on the GPU: the convolution takes a channels-last input (a tiled
+    Triton copy) as Inductor's layout optimisation does; the output keeps eager's NCHW strides.
+    cuDNN's float32 convolutions round to TF32 by default, differently per layout: 1e-2."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()).cuda().eval()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(4, 16, 20, 24, device="cuda")
+    with torch.no_grad():
+        explained = miniinductor.explain(model, x)
+        (cg,) = explained.graphs
+        got, want = miniinductor.compile(model)(x), model(x)
+    assert cg.graph.layout_opt
+    assert "(7680, 1, 384, 16)" in cg.wrapper_source, cg.wrapper_source   # the conv's input, NHWC
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)

@@ -20,9 +20,11 @@ phase compares backend strings.
     tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
                           own (`tile_split`), so it stays out of combo kernels; C++ tiles its
                           loops inside the kernel (codegen/cpp_loops.py)
-    channels_last_conv    C++ (the CPU): an inference graph's 2-D convolutions take their input
-                          channels-last, which oneDNN runs faster (lowering/layout.py); Triton
-                          keeps NCHW: not measured on a GPU
+    channels_last_conv    an inference graph's 2-D convolutions take their input channels-last
+                          (lowering/layout.py): C++ (oneDNN runs them faster) and GPU graphs
+                          (cuDNN's NHWC kernels: its NCHW path reorders inside every call);
+                          not `cpu_backend="triton"` (the CPU's convolution, Triton's kernels:
+                          nothing to gain in CI's interpreter)
     vector_matrix_max     C++: a single row times a matrix (`[1, K] @ w.t()`) up to this many
                           matrix elements is a reduction kernel, not a BLAS call (`vector_matrix`)
     explicit_vectors      C++: a pointwise kernel's innermost loop on explicit vectors where it can
@@ -133,7 +135,8 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
                              explicit_vectors=True, clamped_window_reads=True)
     return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
                          mix_order_reduction=config.mix_order_reduction,
-                         mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True)
+                         mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True,
+                         channels_last_conv=device.type == "cuda")
 
 
 # --------------------------------------------------------------------------- Triton block sizes
