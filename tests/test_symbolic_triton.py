@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from conftest import check, check_training_step, metrics, randn, requires_miniinductor
-from test_symbolic import FLOATS_OF_SIZES, OPS, LayerNormMLP, check_layer_norm_widths, layer_norm
+from test_symbolic import FLOATS_OF_SIZES, OPS, LayerNormMLP, check_layer_norm_widths, layer_norm, sizes_for
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
@@ -166,7 +166,7 @@ def test_floats_of_sizes_compile_once(case):
     """test_symbolic.py's floats of the sizes (interpolate's 4 / s0, sym_float(s1) in a mean,
     sdpa's sym_float(E) ** -0.5...), computed in float64 in the kernel from the size arguments."""
     fn, make_inputs = FLOATS_OF_SIZES[case]
-    run_sizes(fn, make_inputs, (5, 7, 6))
+    run_sizes(fn, make_inputs, sizes_for(case))
 
 
 def test_interpolate_scale_is_a_real_division():
