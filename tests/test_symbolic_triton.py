@@ -169,6 +169,16 @@ def test_floats_of_sizes_compile_once(case):
     run_sizes(fn, make_inputs, sizes_for(case))
 
 
+def test_contiguous_store_of_symbolic_sizes_is_xindex():
+    """A contiguous output of symbolic size ((s - 1) // 2 + 1 per side) is stored at xindex:
+    the merged loop variables' symbolic coefficients cancel (they were left as a sum that is
+    zero, computed at every element)."""
+    fn = lambda x: F.avg_pool2d(x, 3, 2, 1)   # noqa: E731
+    graph = run_sizes(fn, lambda n: (randn(1, 2, n, n + 3),), (5, 7, 9))
+    (kernel,) = graph.kernels.values()
+    assert "tl.store(out_ptr0 + (xindex), " in kernel.source, kernel.source
+
+
 def test_interpolate_scale_is_a_real_division():
     """4 / n in float64 (Triton's `//` would be floor division): exact results at sizes where
     the two differ."""

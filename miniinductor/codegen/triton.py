@@ -356,7 +356,8 @@ class TritonKernel(Kernel):
             if not whole:
                 self.spans[name] = (flat, stride, size, first == 0)
             sym = sympy.Symbol(name, integer=True, nonnegative=True)
-            expr = expr - sum((coeffs[dims[k][0]] * dims[k][0] for k in run), sympy.Integer(0)) \
+            # (expanded: a symbolic coefficient, `(A + 1)*(B + 1)*i0`, must cancel the terms it came from)
+            expr = sympy.expand(expr - sum((coeffs[dims[k][0]] * dims[k][0] for k in run), sympy.Integer(0))) \
                 + coeffs[dims[last][0]] * sym
         return expr
 
