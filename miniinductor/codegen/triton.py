@@ -271,10 +271,18 @@ class TritonKernel(Kernel):
             # int -> bfloat16 keeps the bits under Triton's interpreter and on the H100 (Triton 3.6)
             if not src.is_floating_point:
                 text = f"{text}.to(tl.float32)"
-            return self._gen(f"{text}.to({TRITON_TYPE[dtype]}).to(tl.float32)", torch.float32, dims)
+            return self._gen(f"{self._narrow(text, dtype)}.to(tl.float32)", torch.float32, dims)
         if src == dtype:
             return x
         return self._gen(f"{text}.to({TRITON_TYPE[dtype]})", dtype, dims)
+
+    def _narrow(self, text, dtype) -> str:
+        """`text` (float32) as `dtype`: `.to(tl.bfloat16)`, except under Triton's interpreter (a
+        CPU graph), whose float32 -> bfloat16 truncates: rounded to nearest even there by hand
+        (`_bf16_rtne`), so the CPU's Triton kernels round as the GPU's and eager's do."""
+        if dtype == torch.bfloat16 and V.graph.current_device().type == "cpu":
+            return f"_bf16_rtne({text})"
+        return f"{text}.to({TRITON_TYPE[dtype]})"
 
     def where(self, cond, a, b):
         (c, _, cd), (x, xt, xd), (y, yt, yd) = self._info(cond), self._info(a), self._info(b)
@@ -416,8 +424,11 @@ class TritonKernel(Kernel):
         self._note_buffer(name, index)
         dtype = V.graph.get_dtype(name)
         text, vdtype, _ = self._info(value)
-        if dtype in LOW_PRECISION or (vdtype is not None and compute_dtype(dtype) != vdtype):
+        if dtype in LOW_PRECISION and vdtype == torch.float32:
+            text = self._narrow(text, dtype)
+        elif dtype in LOW_PRECISION or (vdtype is not None and compute_dtype(dtype) != vdtype):
             text = f"{text}.to({TRITON_TYPE[dtype]})"
+        self._note_helpers(text)
         mask_dims = frozenset(mask_dims | self.index(index)[1])
         masks = self._mask_text(mask_dims)
         pointer = self._pointer(self.args.output(name), index, mask_dims)

@@ -204,6 +204,15 @@ def precompile_all(launchers, workers: int = 8) -> float:
 #: no @triton.jit function of triton.language itself (tl.sum, tl.zeros...): under the
 #: interpreter those only work when TRITON_INTERPRET was set before triton was imported.
 HELPERS = {
+    "_bf16_rtne": '''
+@triton.jit
+def _bf16_rtne(x):
+    # float32 -> bfloat16 rounded to nearest even, as the GPU's conversion and eager's do:
+    # Triton's interpreter truncates (kernels on the CPU only; NaN kept as it is)
+    u = x.to(tl.uint32, bitcast=True)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return tl.where(x != x, x, u.to(tl.float32, bitcast=True)).to(tl.bfloat16)
+''',
     "_sum_combine": '''
 @triton.jit
 def _sum_combine(a, b):
