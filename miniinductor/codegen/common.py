@@ -187,23 +187,41 @@ class KernelArgs:
         return list(self.input_buffers) + list(self.output_buffers)
 
 
+def simplified_index(index, var_ranges):
+    """`index` expanded and simplified over the loop ranges (a view's FloorDiv of a contiguous
+    run becomes the run's variable): what the stride hints below read."""
+    return sympy.expand(simplify_with_ranges(sympy.expand(sympy.sympify(index)), var_ranges))
+
+
 def innermost_strides(index, var_ranges, x_last, r_last) -> tuple:
     """A load's (x stride, r stride): the coefficients of the innermost non-1 loop variables
     `x_last` and `r_last` (None where there is none) in its simplified index. A block-shape
-    hint: `reduces_columns` (runtime/triton_runtime.py) reads a list of them."""
-    index = sympy.expand(simplify_with_ranges(sympy.expand(sympy.sympify(index)), var_ranges))
+    hint: `reduces_columns` (runtime/triton_runtime.py) reads a list of them. `var_ranges`
+    None: `index` is simplified already (`simplified_index`)."""
+    index = index if var_ranges is None else simplified_index(index, var_ranges)
     return tuple(index.coeff(v) if v is not None else None for v in (x_last, r_last))
 
 
-def is_gather(index, var_ranges, var) -> bool:
-    """Does `index` (simplified over `var_ranges`) step along `var`, the innermost x loop
+def is_gather(index, var) -> bool:
+    """Does the simplified `index` (`simplified_index`) step along `var`, the innermost x loop
     variable, other than by 0 or 1, or through a function of it (FloorDiv, a clamp)? Such a
     load is not vectorised."""
-    index = sympy.expand(simplify_with_ranges(sympy.expand(sympy.sympify(index)), var_ranges))
     if var is None or var not in index.free_symbols:
         return False
     coeff = index.coeff(var)
     return coeff not in (0, 1) or var in (index - coeff * var).free_symbols
+
+
+def affine_strides(index, itervars, var_ranges) -> dict | None:
+    """{loop variable: its integer coefficient} in `index`, or None where the index is not
+    a sum of integer multiples of the loop variables and a constant (a view's FloorDiv, an
+    index read from memory)."""
+    expr = simplified_index(index, var_ranges)
+    coeffs = {v: expr.coeff(v) for v in itervars}
+    rest = sympy.expand(expr - sum(c * v for v, c in coeffs.items()))
+    if rest.free_symbols or not all(c.is_Integer for c in coeffs.values()):
+        return None
+    return {v: int(c) for v, c in coeffs.items()}
 
 
 def canonical_len(sizes) -> int:

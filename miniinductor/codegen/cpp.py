@@ -64,8 +64,8 @@ from ..ir.indexing import cexpr, simplify_with_ranges
 from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
-from .common import CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides
-from .cpp_loops import TILE, Loop, affine_strides, loop_plan, tile_buffer_code
+from .common import CSEVariable, IndentedBuffer, Kernel, affine_strides, canonical_len, compute_dtype, innermost_strides
+from .cpp_loops import TILE, Loop, loop_plan, tile_buffer_code
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",

@@ -33,9 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import sympy
-
-from ..ir.indexing import simplify_with_ranges
 from ..ir.sizevars import is_static
 
 #: the side of a transposing kernel's tiles: 16 floats, one 64-byte cache line
@@ -49,18 +46,6 @@ class Loop:
     end: str
     step: int
     trips: int     # iterations (for the parallel pragma's heuristic)
-
-
-def affine_strides(index, itervars, var_ranges) -> dict | None:
-    """{loop variable: its integer coefficient} in `index`, or None where the index is not
-    a sum of integer multiples of the loop variables and a constant (a view's FloorDiv, an
-    index read from memory)."""
-    expr = sympy.expand(simplify_with_ranges(sympy.expand(sympy.sympify(index)), var_ranges))
-    coeffs = {v: expr.coeff(v) for v in itervars}
-    rest = sympy.expand(expr - sum(c * v for v, c in coeffs.items()))
-    if rest.free_symbols or not all(c.is_Integer for c in coeffs.values()):
-        return None
-    return {v: int(c) for v, c in coeffs.items()}
 
 
 @dataclasses.dataclass

@@ -100,7 +100,18 @@ from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
-from .common import CSE, LOW_PRECISION, CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype, innermost_strides, is_gather
+from .common import (
+    CSE,
+    LOW_PRECISION,
+    CSEVariable,
+    IndentedBuffer,
+    Kernel,
+    canonical_len,
+    compute_dtype,
+    innermost_strides,
+    is_gather,
+    simplified_index,
+)
 from .policy import PERSISTENT_REDUCTION_MAX, block_sizes, reduces_columns, tile_sizes
 from .triton_overrides import BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype, reduction_init, texpr, triton_literal
 
@@ -381,14 +392,16 @@ class TritonKernel(Kernel):
     def _use_int64(self) -> bool:
         return self.max_numel >= 2**31
 
-    def _note_buffer(self, name, index):
+    def _note_buffer(self, name, index, load=False):
         try:
             self.max_numel = max(self.max_numel, index_extent(V.graph.get_buffer(name).layout.storage_numel()))
         except Exception:  # a buffer without a layout is never loaded directly
             pass
-        self.load_strides.append(innermost_strides(sympy.sympify(index).subs(self._zero), self.var_ranges,
-                                                   self._x_dims[-1][0] if self._x_dims else None,
-                                                   self._r_dims[-1][0] if self._r_dims else None))
+        expr = simplified_index(sympy.sympify(index).subs(self._zero), self.var_ranges)
+        x_last = self._x_dims[-1][0] if self._x_dims else None
+        self.load_strides.append(innermost_strides(expr, None, x_last, self._r_dims[-1][0] if self._r_dims else None))
+        if load and not self.is_reduction:   # (a block-size hint for pointwise kernels only)
+            self.gathers += is_gather(expr, x_last)
 
     @staticmethod
     def _mask_text(dims) -> str:
@@ -405,10 +418,7 @@ class TritonKernel(Kernel):
         if name in self.args.output_buffers and "tl.debug_barrier()" not in block.prefix.lines:
             # written by this program in an earlier block, by other threads: wait for them
             block.prefix.writeline("tl.debug_barrier()")
-        self._note_buffer(name, index)
-        if not self.is_reduction:   # (a block-size hint for pointwise kernels only)
-            self.gathers += is_gather(sympy.sympify(index).subs(self._zero), self.var_ranges,
-                                      self._x_dims[-1][0] if self._x_dims else None)
+        self._note_buffer(name, index, load=True)
         dtype = V.graph.get_dtype(name)
         _, dims = self.index(index)
         masks, mask_dims = [self._mask_text(dims)] if dims & {"x", "r"} else [], set(dims)

@@ -17,6 +17,7 @@ import sympy
 
 from ..ir.indexing import canonical_vars
 from ..ir.sizevars import is_static
+from .common import affine_strides
 from .triton import TritonKernel
 from .triton_mix_order import MixOrderKernel
 
@@ -38,13 +39,10 @@ def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
     return TritonKernel(group.kernel_name, group.R, group.Q, config, removed_buffers)
 
 
-def _coefficients(dep, cvars) -> list | None:
+def _coefficients(dep, cvars, sizes) -> list | None:
     """A dep's integer coefficient on each canonical variable, or None where it is not affine."""
-    expr = sympy.expand(sympy.sympify(dep.index))
-    coeffs = [expr.coeff(v) for v in cvars]
-    if not all(c.is_Integer for c in coeffs) or set(cvars) & sympy.expand(expr - sum(c * v for c, v in zip(coeffs, cvars))).free_symbols:
-        return None
-    return [int(c) for c in coeffs]
+    strides = affine_strides(dep.index, cvars, dict(zip(cvars, sizes)))
+    return None if strides is None else [strides[v] for v in cvars]
 
 
 def store_order(group) -> list[int] | None:
@@ -57,7 +55,7 @@ def store_order(group) -> list[int] | None:
     writes = [dep for node in group.nodes for dep in node.writes]
     if n < 2 or not writes or not all(map(is_static, group.R)):
         return None
-    coeffs = _coefficients(writes[0], canonical_vars(n))
+    coeffs = _coefficients(writes[0], canonical_vars(n), group.R)
     if coeffs is None:
         return None
     # dims of one element first (any place serves them), then by decreasing stride
@@ -72,7 +70,7 @@ def _strided_inner(group, order) -> bool:
     cvars, inner = canonical_vars(n), order[-1]
     for node in group.nodes:
         for dep in node.reads + node.writes:
-            coeffs = _coefficients(dep, cvars)
+            coeffs = _coefficients(dep, cvars, group.R)
             if coeffs is not None and coeffs[inner] not in (0, 1) and 1 in (coeffs[d] for d in range(n) if d != inner):
                 return True
     return False
