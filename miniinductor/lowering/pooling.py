@@ -76,7 +76,7 @@ def _int(expr, dtype=torch.int64):
 def _inside(expr, size):
     """0 <= expr < size, as a bool value; compared in int32 where the size allows (as wide
     as float32 lanes in C++, and a GPU's int64 arithmetic takes two instructions)."""
-    dtype = torch.int32 if is_static(size) and int(size) < 2**30 else torch.int64
+    dtype = _size_dtype(size, size)
     return ops.logical_and(ops.ge(_int(expr, dtype), _int(0, dtype)), ops.lt(_int(expr, dtype), _int(size, dtype)))
 
 
@@ -365,13 +365,12 @@ def avg_pool2d_backward(grad, x, kernel_size, stride, padding, ceil_mode, count_
     _float_only(x)
     kernel, stride, padding, _ = _params(kernel_size, stride, padding)
     H, W = x.get_size()[-2:]
-    acc = _acc(grad.get_dtype())
+    acc, int_dtype = _acc(grad.get_dtype()), _size_dtype(H, W)
 
     def term(prefix, h, w, ph, pw, inside, grad_at):
         # a candidate holds (h, w) if its window reaches it: ph*s - p + k > h
         holds = _all([inside, ops.gt(_int(ph * stride[0] - padding[0] + kernel[0]), _int(h)),
                       ops.gt(_int(pw * stride[1] - padding[1] + kernel[1]), _int(w))])
-        int_dtype = _size_dtype(H, W)
         divisor = _avg_divisor_2d((ph, pw), (H, W), kernel, stride, padding, count_include_pad, divisor_override, int_dtype)
         divisor = ops.maximum(divisor, ops.constant(1, int_dtype))   # (0 only where `holds` is false)
         return ops.where(holds, ops.truediv(grad_at(holds), ops.to_dtype(divisor, acc)), ops.constant(0.0, acc))
