@@ -180,11 +180,11 @@ def load_wrapper(source: str):
     return module, str(path)
 
 
-def precompile_kernels(module, kernels):
+def precompile_kernels(module, kernels, device):
     """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
     the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
     launchers = [getattr(module, name).__globals__.get(f"_launcher_{name}") for name in kernels]
-    seconds = precompile_all(launcher for launcher in launchers if launcher is not None)
+    seconds = precompile_all((launcher for launcher in launchers if launcher is not None), device)
     log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
 
 
@@ -217,7 +217,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name
     module, path = load_wrapper(wrapper_source)
     module.constants.update(graph.constants)
     if graph.current_device().type == "cuda":
-        precompile_kernels(module, kernels)
+        precompile_kernels(module, kernels, graph.current_device())
     compiled = CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
                              plan, eager_peak_bytes(gm), wrapper=wrapper)
     for kernel in kernels.values():

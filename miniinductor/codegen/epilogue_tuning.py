@@ -160,8 +160,8 @@ def time_choices(variants, alone, epilogue, bare_ms, table, timer, device) -> di
     start = time.perf_counter()
     kernels = [alone, epilogue] + [k for _, k in variants]
     modules = {k.name + k.source: load_kernel(k, device) for k in kernels}
-    precompile_all(getattr(m, f"_launcher_{k.name}") for k in kernels
-                   if hasattr(m := modules[k.name + k.source], f"_launcher_{k.name}"))
+    precompile_all([getattr(m, f"_launcher_{k.name}") for k in kernels
+                    if hasattr(m := modules[k.name + k.source], f"_launcher_{k.name}")], device)
 
     def time_kernel(kernel) -> float:
         launch, args = getattr(modules[kernel.name + kernel.source], f"launch_{kernel.name}"), kernel_arguments(kernel)

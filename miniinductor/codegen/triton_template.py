@@ -418,8 +418,8 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
                     timings[name] = (math.inf, config)
             return timings[name][0]
         # every config compiled at once, in threads (ptxas and LLVM run outside the GIL), before any is timed
-        compile_s = precompile_all(Launcher(bare_template_module(g, c, allow_tf32, False).gemm, grid(g, c),
-                                            (g.dtype,) * 3, **launch_meta(c)) for c in configs)
+        compile_s = precompile_all([Launcher(bare_template_module(g, c, allow_tf32, False).gemm, grid(g, c),
+                                             (g.dtype,) * 3, **launch_meta(c)) for c in configs], device)
         if "ATEN" in backends:
             aten = torch.bmm if g.op == "bmm" else torch.mm
             timings[f"aten.{g.op}"] = (benchmark(lambda: aten(a, b, out=out)), "ATEN")

@@ -161,9 +161,13 @@ class Launcher:
     def precompile(self):
         """Compile ahead of the first launch, from the pointers' dtypes alone (Triton's
         `warmup`, which assumes 16-byte aligned pointers, as freshly allocated ones are;
-        ints are taken i32)."""
+        ints are taken i32), and load it: `compiled.run` loads the binary onto the current
+        GPU and gets the launcher -- Triton up to 3.6 builds a C launcher per kernel
+        signature there with the C compiler (a third of a second each, cold), which the
+        first launch would otherwise do, one kernel after another."""
         if not interpreting() and self.dtypes:
-            self.fn.warmup(*self.dtypes, *[2] * self.ints, grid=self.grid or (1,), **self.meta)
+            compiled = self.fn.warmup(*self.dtypes, *[2] * self.ints, grid=self.grid or (1,), **self.meta)
+            getattr(compiled, "run", None)
 
     @staticmethod
     def _can_bind(compiled, args) -> bool:
@@ -178,15 +182,20 @@ class Launcher:
         return unhooked and hasattr(torch._C, "_cuda_getCurrentRawStream")
 
 
-def precompile_all(launchers, workers: int = 8) -> float:
+def precompile_all(launchers, device: torch.device | None = None, workers: int = 8) -> float:
     """Compile every kernel of a graph at once, in threads, before its first call (Triton
-    spends much of a compile in LLVM and in `ptxas`, a subprocess, where other threads
-    run). Inductor compiles in a pool of worker processes; threads are the small version.
+    spends much of a compile in LLVM and in `ptxas` and `cc`, subprocesses, where other
+    threads run). Inductor compiles in a pool of worker processes; threads are the small
+    version. Each thread makes `device` (the graph's GPU) current, since Triton files a
+    compiled kernel, and loads it, under the current device -- a new thread's is GPU 0.
     A kernel that fails here is compiled again, the usual way, at its first launch.
     Returns the seconds it took."""
+    index = device.index if device is not None and device.type == "cuda" else None
 
     def one(launcher):
         try:
+            if index is not None:
+                torch.cuda.set_device(index)   # (this thread's current device only)
             launcher.precompile()
         except Exception as exc:  # noqa: BLE001 -- the first launch will compile it (and raise)
             logging.getLogger("miniinductor").debug("precompiling %s failed: %s", launcher.fn, exc)
