@@ -16,10 +16,12 @@ backend="miniinductor")` (Dynamo's default settings, as Inductor's) and Inductor
 each repeat runs every backend for about 100 ms (CUDA: synchronised every 10 calls) and
 the table holds the median µs per call and eager/backend (> 1: faster than eager).
 `--profile` runs `miniinductor.compile(fn)` 10,000 times under cProfile and prints where
-the host time goes (the functions by own time). On the CPU a fifth column, "cpp_wrapper",
-is `torch.compile(fn, backend="miniinductor", options={"cpp_wrapper": True})` (to compare
-with "torch.compile mini"), and a second table times the generated `call(args)` alone
-(Python wrapper vs C++ wrapper, without Dynamo's and AOTAutograd's layers above it).
+the host time goes (the functions by own time). A fifth column, "cpp_wrapper", is
+`torch.compile(fn, backend="miniinductor", options={"cpp_wrapper": True})` (to compare with
+"torch.compile mini"; on the GPU its C++ launches the Triton kernels through the CUDA driver),
+and a second line times the generated `call(args)` alone (Python wrapper vs C++ wrapper,
+without Dynamo's and AOTAutograd's layers above it); on the GPU a third, the host time of
+that call alone (`host_us`: the GPU may take longer than the host to run a call).
 """
 from __future__ import annotations
 
@@ -94,6 +96,22 @@ def mean_us(fn, args, sync, target_s: float, clock=time.perf_counter) -> float:
     return 1e6 * elapsed / calls
 
 
+def host_us(fn, sync, target_s: float) -> float:
+    """µs of host time per call: the time to issue 10 calls, the GPU's queue draining
+    (synchronize) outside the clock. A call that waits on the GPU less than it issues
+    (a batch-1 MLP) shows its wrapper's own cost here, which the wall clock hides."""
+    calls, issuing, start = 0, 0.0, time.perf_counter()
+    while time.perf_counter() - start < target_s:
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(10):
+            fn()
+        issuing += time.perf_counter() - t0
+        calls += 10
+    sync()
+    return 1e6 * issuing / calls
+
+
 def run(device: str, repeats: int, target_s: float, profile: bool, clock):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     print(f"\n{device}: {torch.cuda.get_device_name() if device == 'cuda' else f'{torch.get_num_threads()} threads'}")
@@ -104,7 +122,7 @@ def run(device: str, repeats: int, target_s: float, profile: bool, clock):
         fn, args = make(device)
         torch._dynamo.reset()
         backends = {}
-        for backend in BACKENDS if device == "cpu" else BACKENDS[:-1]:
+        for backend in BACKENDS:
             backends[backend] = compiled_with(backend, fn)
             for _ in range(3):   # compile, then warm
                 out = backends[backend](*args)
@@ -117,14 +135,20 @@ def run(device: str, repeats: int, target_s: float, profile: bool, clock):
         print(f"| {name} | " + " | ".join(f"{med[b]:.1f}" for b in BACKENDS[:4]) +
               f" | {med['eager'] / med['miniinductor']:.2f} | {med['eager'] / med['inductor']:.2f} |" +
               (f" cpp_wrapper {med['cpp_wrapper']:.1f} µs" if "cpp_wrapper" in med else ""), flush=True)
-        if device == "cpu":
-            calls = wrapper_calls(fn, args)
-            wrapper_times = {k: [] for k in calls}
-            for _ in range(repeats):
-                for k, (call, call_args) in calls.items():
-                    wrapper_times[k].append(mean_us(lambda: call(list(call_args)), (), sync, target_s, clock))
-            py, cpp = (statistics.median(wrapper_times[k]) for k in ("python", "c++"))
-            print(f"|   {name}: call(args) alone | Python wrapper {py:.1f} µs | C++ wrapper {cpp:.1f} µs "
+        calls = wrapper_calls(fn, args)
+        wrapper_times = {k: [] for k in calls}
+        host_times = {k: [] for k in calls}
+        for _ in range(repeats):
+            for k, (call, call_args) in calls.items():
+                wrapper_times[k].append(mean_us(lambda: call(list(call_args)), (), sync, target_s, clock))
+                if device == "cuda":
+                    host_times[k].append(host_us(lambda: call(list(call_args)), sync, target_s))
+        py, cpp = (statistics.median(wrapper_times[k]) for k in ("python", "c++"))
+        print(f"|   {name}: call(args) alone | Python wrapper {py:.1f} µs | C++ wrapper {cpp:.1f} µs "
+              f"| C++/Python {cpp / py:.2f} |", flush=True)
+        if device == "cuda":
+            py, cpp = (statistics.median(host_times[k]) for k in ("python", "c++"))
+            print(f"|   {name}: call(args) host time | Python wrapper {py:.1f} µs | C++ wrapper {cpp:.1f} µs "
                   f"| C++/Python {cpp / py:.2f} |", flush=True)
         if profile:
             ours = backends["miniinductor"]

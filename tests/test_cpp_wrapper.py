@@ -89,7 +89,7 @@ def test_gradients_match_eager(name):
 
 def training_step(module, x, rtol=1.3e-6, atol=1e-5):
     """Forward + backward of `module` compiled with cpp_wrapper vs eager: outputs, the
-    input's and every parameter's gradient."""
+    input's and every parameter's gradient. Returns the graphs it compiled."""
     reference = copy.deepcopy(module)
     x_c, x_e = x.clone().requires_grad_(), x.clone().requires_grad_()
     with collect_compiled() as graphs:
@@ -102,17 +102,18 @@ def training_step(module, x, rtol=1.3e-6, atol=1e-5):
     torch.testing.assert_close(x_c.grad, x_e.grad, rtol=rtol, atol=atol)
     for (name, p), q in zip(module.named_parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=rtol, atol=atol, msg=name)
-    assert_cpp_wrappers(graphs, 2)
+    return graphs
 
 
 def test_mlp_training_step():
     torch.manual_seed(0)
-    training_step(MLP([32, 64, 64, 10]), randn(5, 32))
+    assert_cpp_wrappers(training_step(MLP([32, 64, 64, 10]), randn(5, 32)), 2)
 
 
 def test_gpt2_block_training_step():
     torch.manual_seed(0)
-    training_step(GPT2Block(d_model=32, n_head=2, max_seq=16), randn(2, 16, 32), rtol=1e-4, atol=1e-4)
+    graphs = training_step(GPT2Block(d_model=32, n_head=2, max_seq=16), randn(2, 16, 32), rtol=1e-4, atol=1e-4)
+    assert_cpp_wrappers(graphs, 2)
 
 
 def test_six_layer_mlp_inference_and_freezing():
@@ -192,3 +193,112 @@ def test_debug_accuracy_under_cpp_wrapper():
     report = miniinductor.debug_accuracy(fn, *make(), backward=False, cpp_wrapper=True)
     assert report.outputs_agree and report.culprit is None and report.checks
     assert all(C_ENTRY in cg.wrapper_source for cg in report.graphs)
+
+
+# ---------------------------------------------------------------------------------- the GPU
+# A GPU graph's C++ `call` launches its Triton kernels through the CUDA driver (cuLaunchKernel,
+# codegen/cpp_wrapper_cuda.h) and calls ATen through the shim's aoti_torch_cuda_ functions.
+# Same tolerances as above: the kernels are the Python wrapper's, only the launching differs.
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+GPU_ENTRY = 'extern "C" PyObject* call(PyObject* handles, PyObject* args)'
+
+
+def assert_gpu_cpp_wrappers(graphs, expected: int):
+    """Each graph got the C++ wrapper, every Triton kernel is launched from C++, and the
+    kernels were bound into its launch table (no fallback to the Python wrapper)."""
+    assert len(graphs) == expected, len(graphs)
+    for cg in graphs:
+        assert GPU_ENTRY in cg.wrapper_source, f"{cg.graph.name} got the Python wrapper"
+        for name in cg.kernels:
+            assert f'"{name}", stream, {{' in cg.wrapper_source, name
+        assert cg.call.__globals__["_bound"] == [None], cg.call.__globals__["_bound"]
+
+
+def only_cpp(cg):
+    """From now on the Python wrapper of `cg` raises: a later call must be the C++ one."""
+    def refuse(args):
+        raise AssertionError("the Python wrapper ran")
+    cg.call.__globals__["_python_call"] = refuse
+
+
+def cuda_args(make):
+    return [a.cuda() for a in make()]
+
+
+@needs_gpu
+@pytest.mark.parametrize("name", CASES)
+def test_gpu_outputs_match_eager(name):
+    fn, make = CASES[name]
+    compiled = compile_fn(fn, cpp_wrapper=True)
+    with collect_compiled() as graphs:
+        check(fn, *cuda_args(make), compiled=compiled)
+    assert_gpu_cpp_wrappers(graphs, 1)
+    only_cpp(graphs[0])
+    check(fn, *cuda_args(make), compiled=compiled)   # fresh inputs, the C++ call alone
+
+
+@needs_gpu
+def test_gpu_training_step():
+    torch.manual_seed(0)
+    assert_gpu_cpp_wrappers(training_step(MLP([32, 64, 64, 10]).cuda(), randn(5, 32).cuda()), 2)
+
+
+@needs_gpu
+def test_gpu_misaligned_input_runs_the_python_wrapper():
+    # Triton compiled the kernels for 16-byte aligned pointers: an input 4 bytes into its
+    # storage must not reach them; `call` hands that call to the Python wrapper, whose
+    # launcher compiles a variant for it
+    fn, _ = CASES["pointwise"]
+    compiled = compile_fn(fn, cpp_wrapper=True)
+    x, y = randn(8, 33).cuda(), randn(8, 33).cuda()
+    with collect_compiled() as graphs:
+        check(fn, x, y, compiled=compiled)
+    assert_gpu_cpp_wrappers(graphs, 1)
+    base = randn(8 * 33 + 1).cuda()
+    x_off = base[1:].view(8, 33)                # data_ptr % 16 == 4
+    assert x_off.data_ptr() % 16 == 4
+    python_calls = []
+    real = graphs[0].call.__globals__["_python_call"]
+    graphs[0].call.__globals__["_python_call"] = lambda args: (python_calls.append(1), real(args))[1]
+    torch.testing.assert_close(compiled(x_off, y), fn(x_off, y))
+    assert python_calls == [1]
+    torch.testing.assert_close(compiled(x, y), fn(x, y))   # aligned again: C++
+    assert python_calls == [1]
+
+
+@needs_gpu
+def test_gpu_six_layer_mlp_inference():
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(6):
+        layers += [torch.nn.Linear(256, 256), torch.nn.ReLU()]
+    model, x = torch.nn.Sequential(*layers).cuda().eval(), randn(1, 256).cuda()
+    torch._dynamo.reset()
+    with torch.no_grad(), collect_compiled() as graphs:
+        compiled = miniinductor.compile(model, cpp_wrapper=True)
+        torch.testing.assert_close(compiled(x), model(x))
+    assert_gpu_cpp_wrappers(graphs, 1)
+    assert "aoti_torch_cuda_" in graphs[0].wrapper_source
+    only_cpp(graphs[0])
+    with torch.no_grad():
+        x2 = randn(1, 256).cuda()
+        torch.testing.assert_close(compiled(x2), model(x2))
+
+
+@needs_gpu
+def test_gpu_call_from_a_new_thread():
+    # a thread that has not touched the GPU has no current CUDA context (autograd's backward
+    # thread is one): the C++ call makes the kernels' context current before launching
+    import threading
+    fn, make = CASES["reductions"]
+    compiled = compile_fn(fn, cpp_wrapper=True)
+    with collect_compiled() as graphs:
+        check(fn, *cuda_args(make), compiled=compiled)
+    assert_gpu_cpp_wrappers(graphs, 1)
+    only_cpp(graphs[0])
+    args, results = cuda_args(make), []
+    thread = threading.Thread(target=lambda: results.append(compiled(*args)))
+    thread.start()
+    thread.join()
+    assert len(results) == 1, "the call in the thread raised"
+    torch.testing.assert_close(results[0], fn(*args))

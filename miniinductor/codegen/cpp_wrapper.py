@@ -15,10 +15,19 @@ The boundary is Inductor's too: a thin Python `call` turns the input tensors int
 (`alloc_tensors_by_stealing_from_void_ptrs`). Only the shim's C headers are included (not
 ATen's C++ API), so a graph still builds in about a second.
 
+A GPU graph (mirroring `cpp_wrapper_gpu.py`): ATen through `aoti_torch_cuda_<op>`, and the
+Triton kernels launched from C++ through the CUDA driver (cpp_wrapper_cuda.h: a table of
+CUfunctions, grids, warps and shared memory that Python fills once from the kernels Triton
+compiled and loaded, `bind_launch_table`). The module keeps the Python wrapper, which loads
+the Triton kernels and runs any call whose inputs are not 16-byte aligned (the kernels were
+compiled for aligned pointers).
+
 Unsupported, raised as `CppWrapperUnsupported` (compile_fx then uses the Python wrapper
-and says why in one log line): Triton kernels, symbolic sizes, extern ops without a C shim
-function or with argument types the mapping below lacks (devices, memory formats, ...).
-Leaves out Inductor's AOT packaging and its Python-op fallback from C++ (`custom_op_wrapper`).
+and says why in one log line): Triton kernels under the interpreter, block sizes timed at
+the first call, symbolic sizes, buffers on another device than the graph's, extern ops
+without a C shim function or with argument types the mapping below lacks (devices, memory
+formats, ...). Leaves out Inductor's AOT packaging and its Python-op fallback from C++
+(`custom_op_wrapper`).
 """
 from __future__ import annotations
 
@@ -36,6 +45,7 @@ from .memory_planning import MemoryPlan
 from .wrapper import WrapperCodeGen, extern_arg, op_path, pyrepr
 
 PRELUDE = (Path(__file__).parent / "cpp_wrapper_prelude.h").read_text()
+CUDA_PRELUDE = (Path(__file__).parent / "cpp_wrapper_cuda.h").read_text()
 
 
 class CppWrapperUnsupported(Exception):
@@ -43,12 +53,13 @@ class CppWrapperUnsupported(Exception):
 
 
 @functools.lru_cache(maxsize=None)
-def shim_signatures() -> dict[str, list[tuple[str, str]]]:
-    """{C function: [(C type, parameter name), ...]} for libtorch's generated CPU shim."""
+def shim_signatures(device: str = "cpu") -> dict[str, list[tuple[str, str]]]:
+    """{C function: [(C type, parameter name), ...]} for libtorch's generated shim of a device
+    type ("cpu": c_shim_cpu.h, "cuda": c_shim_cuda.h)."""
     from torch.utils.cpp_extension import include_paths
-    header = Path(include_paths()[0]) / "torch/csrc/inductor/aoti_torch/generated/c_shim_cpu.h"
+    header = Path(include_paths()[0]) / f"torch/csrc/inductor/aoti_torch/generated/c_shim_{device}.h"
     found = {}
-    for name, params in re.findall(r"AOTITorchError (aoti_torch_cpu_\w+)\(([^)]*)\);", header.read_text()):
+    for name, params in re.findall(rf"AOTITorchError (aoti_torch_{device}_\w+)\(([^)]*)\);", header.read_text()):
         found[name] = [tuple(p.strip().rsplit(" ", 1)) for p in params.split(",") if p.strip()]
     return found
 
@@ -99,6 +110,8 @@ class CppWrapperCodeGen(WrapperCodeGen):
         super().__init__(graph, scheduler, kernels, backend, config)
         self.handles: list[str] = []             # every AtenTensorHandle variable `call` declares
         self.parts: dict[str, list[str]] = {}    # a tuple-returning extern → its items' handles
+        self.device = graph.current_device()
+        self.launched: dict[str, int] = {}       # GPU: Triton kernel → its row of `mi_kernels`
 
     def _handle(self, name: str) -> str:
         if name not in self.handles:
@@ -107,12 +120,18 @@ class CppWrapperCodeGen(WrapperCodeGen):
 
     # ------------------------------------------------------------------ the steps, in C++
     def _kernel_lines(self, kernel) -> list[str]:
-        if kernel.language != "cpp":
-            raise CppWrapperUnsupported("Triton kernels are launched from the Python wrapper")
         lines = [f"{self._handle(out)} = mi_new_handle({src});  // in-place: {out} is written over {src}"
                  for out, src in kernel.inplace.items()]
-        ptrs = ", ".join(f"mi_ptr({n})" for n in kernel.args)
-        return [*lines, f"{kernel.name}({ptrs});  // {', '.join(kernel.origins)}"]
+        if kernel.language == "cpp":
+            ptrs = ", ".join(f"mi_ptr({n})" for n in kernel.args)
+            return [*lines, f"{kernel.name}({ptrs});  // {', '.join(kernel.origins)}"]
+        if self.device.type != "cuda":
+            raise CppWrapperUnsupported("Triton kernels on the CPU run under Triton's interpreter, from Python")
+        if "autotune(" in kernel.source:
+            raise CppWrapperUnsupported(f"{kernel.name}'s block size is timed at its first call (max_autotune)")
+        row = self.launched.setdefault(kernel.name, len(self.launched))
+        return [*lines, f'mi_launch({row}, "{kernel.name}", stream, {{{", ".join(kernel.args)}}});  '
+                        f"// {', '.join(kernel.origins)}"]
 
     def _extern_lines(self, node) -> list[str]:
         name = self._handle(node.get_name())
@@ -122,9 +141,13 @@ class CppWrapperCodeGen(WrapperCodeGen):
             return [f"{name} = mi_check_layout(mi_new_handle({item}), {c_shape(lay.size)}, {c_shape(lay.stride)});"]
         if not isinstance(node.op, torch._ops.OpOverload) or node.op.namespace != "aten":
             raise CppWrapperUnsupported(f"the extern kernel {op_path(node.op)} (not an ATen op)")
-        shims = shim_signatures()
-        base = f"aoti_torch_cpu_{node.op._opname}" + ("" if node.op._overloadname == "default"
-                                                      else f"_{node.op._overloadname}")
+        tensors = [v for v in [*node.args, *node.kwargs.values(), *(a for v in node.args if isinstance(v, (list, tuple))
+                                                                     for a in v)] if isinstance(v, (Buffer, ReinterpretView))]
+        for lay in [v.layout for v in tensors] + ([node.layout] if node.layout else []):
+            self._check_device(lay.device, op_path(node.op))   # (the shim's functions are per device)
+        shims = shim_signatures(self.device.type)
+        base = f"aoti_torch_{self.device.type}_{node.op._opname}" + ("" if node.op._overloadname == "default"
+                                                                     else f"_{node.op._overloadname}")
         values = schema_values(node.op, extern_arg(list(node.args)), extern_arg(dict(node.kwargs)))
         setup: list[str] = []                    # views made handles, dropped after the call
         if base in shims:                        # functional: the shim allocates the results
@@ -143,7 +166,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
             return [*setup, f"{name} = mi_empty({c_shape(lay.size)}, {c_shape(lay.stride)}, {c_dtype(lay.dtype)});",
                     f"MI_CHECK({base}_out({', '.join([name, *c_args])}));  // {op_path(node.op)}",
                     *self._drop(setup)]
-        raise CppWrapperUnsupported(f"{op_path(node.op)} has no C shim function ({base} in c_shim_cpu.h)")
+        raise CppWrapperUnsupported(f"{op_path(node.op)} has no C shim function ({base} in c_shim_{self.device.type}.h)")
 
     @staticmethod
     def _drop(setup: list[str]) -> list[str]:
@@ -195,8 +218,13 @@ class CppWrapperCodeGen(WrapperCodeGen):
             return value.get_name()
         raise CppWrapperUnsupported(f"a tensor argument {value!r}")
 
+    def _check_device(self, device: torch.device, what: str):
+        if device.type != self.device.type:
+            raise CppWrapperUnsupported(f"{what} on {device}, in a {self.device.type} graph")
+
     def _alloc(self, buf, plan: MemoryPlan) -> str:
         lay, name = buf.layout, self._handle(buf.get_name())
+        self._check_device(lay.device, name)   # (mi_empty allocates on the graph's device)
         if name in plan.reuse:
             old = plan.reuse[name]
             old_lay = self.graph.get_buffer(old).layout
@@ -228,8 +256,12 @@ class CppWrapperCodeGen(WrapperCodeGen):
         inputs = [*self.graph.graph_input_names, *self.graph.constants]
         if any(n in self.graph.symbol_inputs for n in inputs):
             raise CppWrapperUnsupported("size inputs")
+        if self.device.type == "cuda" and self.device.index is None:
+            raise CppWrapperUnsupported("a GPU graph without a device index")
         self.handles = list(inputs)
         body = IndentedBuffer(2)
+        if self.device.type == "cuda":
+            body.writelines(["MiDeviceGuard guard;", "void* stream = mi_current_stream();"])
         for k, (step, lines) in enumerate(self._steps()):
             body.writelines(self._alloc(self.graph.get_buffer(n), plan) for n in step.allocs)
             body.writelines(lines)
@@ -237,17 +269,22 @@ class CppWrapperCodeGen(WrapperCodeGen):
                 body.writeline(self._frees(plan.frees[k]))
         tensors = [o for o in self.graph.outputs if isinstance(o, (Buffer, ReinterpretView))]
         body.writelines(f"outputs[{i}] = {self._output(o)};" for i, o in enumerate(tensors))
-        return self._module(self._entry(inputs, body, len(tensors)), tensors)
+        entry = self._entry(inputs, body, len(tensors))
+        if self.device.type == "cuda":
+            return self._cuda_module(entry, tensors, plan)
+        return self._module(entry, tensors)
 
     def _entry(self, inputs: list[str], body: IndentedBuffer, n_out: int) -> str:
         code = IndentedBuffer()
         code.writelines([
-            f'extern "C" PyObject* call(PyObject* handles) {{  // {self.graph.name}: a list of {len(inputs)} handles',
+            f'extern "C" PyObject* call(PyObject* handles{", PyObject* args" if self.device.type == "cuda" else ""}) '
+            f'{{  // {self.graph.name}: a list of {len(inputs)} handles',
             f"    if (!PyList_Check(handles) || PyList_GET_SIZE(handles) != {len(inputs)}) {{",
             f'        PyErr_SetString(PyExc_TypeError, "call takes a list of {len(inputs)} tensor handles");',
             "        return nullptr;",
             "    }",
             *(f"    AtenTensorHandle {n} = mi_arg(handles, {i});" for i, n in enumerate(inputs)),
+            *self._gpu_entry_checks(inputs),
             *(f"    AtenTensorHandle {n} = nullptr;" for n in self.handles[len(inputs):]),
             f"    AtenTensorHandle outputs[{max(n_out, 1)}] = {{}};",
             "    std::string error;",
@@ -273,6 +310,80 @@ class CppWrapperCodeGen(WrapperCodeGen):
         ])
         return code.getvalue()
 
+    def _gpu_entry_checks(self, inputs: list[str]) -> list[str]:
+        """GPU: the inputs a Triton kernel takes must be 16-byte aligned, as its binary was
+        compiled for; if one is not, `call` returns None at once and the Python wrapper runs
+        this call. Else it empties `args` (the caller's list of input tensors, as the Python
+        wrapper's `args.clear()`): an input then lives as long as its handle, which is
+        dropped after its last use."""
+        if self.device.type != "cuda":
+            return []
+        launched = {n for k in self.kernels.values() if k.name in self.launched for n in k.args}
+        checked = [n for n in inputs if n in launched]
+        lines = [f"    if (!mi_aligned({{{', '.join(checked)}}})) {{  // for the Python wrapper",
+                 "        " + " ".join(f"mi_del({n});" for n in inputs),
+                 "        Py_RETURN_NONE;",
+                 "    }"] if checked else []
+        return lines + ["    if (PyList_SetSlice(args, 0, PyList_GET_SIZE(args), nullptr) < 0) return nullptr;"]
+
+    def _cuda_source(self, entry: str) -> list[str]:
+        """The C++ of a GPU graph: its device, the table's size, both preludes, `call`."""
+        kernels = [k for k in self.kernels.values() if k.name in self.launched]
+        return ["#define USE_CUDA   // (libtorch's shim: its CUDA functions)",
+                "#define MI_DEVICE_TYPE aoti_torch_device_type_cuda()",
+                f"#define MI_DEVICE_INDEX {self.device.index}",
+                f"#define MI_KERNELS {max(len(kernels), 1)}",
+                f"#define MI_MAX_ARGS {max([len(k.args) for k in kernels], default=1)}",
+                *PRELUDE.splitlines(), *CUDA_PRELUDE.splitlines(), "", *entry.splitlines()]
+
+    def _cuda_module(self, entry: str, tensors: list, plan: MemoryPlan) -> str:
+        """A GPU graph's module: the Python wrapper (which loads the Triton kernels, and runs a
+        call whose inputs are not aligned as the kernels were compiled for), the C++ source,
+        and a `call` that binds the kernels into the C++ table the first time, then calls C++."""
+        python = WrapperCodeGen(self.graph, self.scheduler, self.kernels, self.backend, self.config).generate(plan)
+        assert python.count("\ndef call(args):") == 1
+        code = IndentedBuffer()
+        code.writelines([
+            f"# miniinductor generated wrapper for {self.graph.name} (cpp_wrapper on the GPU: `call` is the "
+            "C++ function below; it launches the Triton kernels through the CUDA driver)",
+            *python.replace("\ndef call(args):", "\ndef _python_call(args):").splitlines()[1:],
+            "# ---------------------------------------------------------------- the C++ wrapper",
+            "from miniinductor.runtime.cpp_builder import load_cpp_wrapper",
+            "from miniinductor.runtime.triton_runtime import bind_launch_table",
+            "from torch._C._aoti import alloc_tensors_by_stealing_from_void_ptrs as from_handles",
+            "from torch._C._aoti import unsafe_alloc_void_ptrs_from_tensors as to_handles",
+            "",
+            "CPP_SOURCE = r'''",
+        ])
+        code.lines.extend(self._cuda_source(entry))
+        launched = ", ".join(self.launched)
+        code.writelines([
+            "'''", f"_cpp = load_cpp_wrapper(CPP_SOURCE, cxx={self.config.cxx!r}, cuda=True)",
+            "_bound = []   # [None] once the kernels are in the C++ table, [why not] if they cannot be",
+            "", "",
+            "def call(args):",
+            "    if not _bound:",
+            f"        _bound.append(bind_launch_table(_cpp, [{launched}], {self.device.index}))",
+            "    if _bound[0] is not None:",
+            "        return _python_call(args)",
+        ])
+        constants = "".join(f", constants[{c!r}]" for c in self.graph.constants)
+        code.writelines([
+            f"    outs = _cpp.call(to_handles([*args{constants}]), args)   # (it empties args)",
+            "    if outs is None:   # an input not 16-byte aligned",
+            "        return _python_call(args)",
+            "    outs = from_handles(outs)",
+        ])
+        code.writeline(self._return_line(tensors))
+        return code.getvalue() + "\n"
+
+    def _return_line(self, tensors: list) -> str:
+        """The Python `call`'s return: the graph's outputs, tensors from the C++ `outs`."""
+        index = iter(range(len(tensors)))
+        outs = [f"outs[{next(index)}]" if isinstance(o, (Buffer, ReinterpretView)) else pyrepr(o)
+                for o in self.graph.outputs]
+        return f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"
+
     def _module(self, entry: str, tensors: list) -> str:
         code = IndentedBuffer()
         code.writelines([
@@ -286,7 +397,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
         ])
         code.lines.extend(PRELUDE.splitlines() + [""])
         code.lines.extend("\n\n".join([*(k.source for k in self.kernels.values()), entry]).splitlines())
-        code.writelines(["'''", f"_call = load_cpp_wrapper(CPP_SOURCE, cxx={self.config.cxx!r})", "", ""])
+        code.writelines(["'''", f"_call = load_cpp_wrapper(CPP_SOURCE, cxx={self.config.cxx!r}).call", "", ""])
         constants = "".join(f", constants[{c!r}]" for c in self.graph.constants)
         code.writelines([
             "def call(args):",
@@ -294,8 +405,5 @@ class CppWrapperCodeGen(WrapperCodeGen):
             "    args.clear()",
             "    outs = from_handles(_call(handles))",
         ])
-        index = iter(range(len(tensors)))
-        outs = [f"outs[{next(index)}]" if isinstance(o, (Buffer, ReinterpretView)) else pyrepr(o)
-                for o in self.graph.outputs]
-        code.writeline(f"    return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
+        code.writeline(self._return_line(tensors))
         return code.getvalue() + "\n"

@@ -20,10 +20,16 @@ static MiPtr mi_ptr(AtenTensorHandle t) { void* p; MI_CHECK(aoti_torch_get_data_
 // an optional scalar argument: a pointer to a temporary that lives until the call returns
 template <class T> static T* mi_opt(T&& v) { return &v; }
 
+// the graph's device: a GPU graph's source defines these (and USE_CUDA) before this prelude
+#ifndef MI_DEVICE_TYPE
+#define MI_DEVICE_TYPE aoti_torch_device_type_cpu()
+#define MI_DEVICE_INDEX 0
+#endif
+
 static AtenTensorHandle mi_empty(MiShape size, MiShape stride, int32_t dtype) {
     AtenTensorHandle t;
     MI_CHECK(aoti_torch_empty_strided(size.size(), size.begin(), stride.begin(), dtype,
-                                      aoti_torch_device_type_cpu(), 0, &t));
+                                      MI_DEVICE_TYPE, MI_DEVICE_INDEX, &t));
     return t;
 }
 

@@ -98,13 +98,15 @@ def _explain_failure(stderr: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def libtorch_flags() -> tuple[list[str], list[str]]:
+def libtorch_flags(cuda: bool = False) -> tuple[list[str], list[str]]:
     """(flags, libraries) for a C++ wrapper: the headers of libtorch's C shim and Python's,
-    and the libraries that define the shim (the ones this process already loaded)."""
+    and the libraries that define the shim (the ones this process already loaded; a GPU
+    graph's wrapper also libtorch_cuda, where the shim's CUDA functions are)."""
     from torch.utils.cpp_extension import include_paths, library_paths
     libdir = library_paths()[0]
+    cuda_libs = ["-ltorch_cuda"] if cuda and (Path(libdir) / "libtorch_cuda.so").exists() else []
     return ([f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"],
-            [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-ltorch_cpu", "-lc10"])
+            [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-ltorch_cpu", "-lc10", *cuda_libs])
 
 
 def prelude_header(cxx: str, flags: list[str]) -> Path:
@@ -135,15 +137,15 @@ def _prelude_header(cxx: str, flags: tuple[str, ...], cache: Path) -> Path:
     return header
 
 
-def build(source: str, cxx: str | None = None, libtorch: bool = False) -> Path:
+def build(source: str, cxx: str | None = None, libtorch: bool = False, cuda: bool = False) -> Path:
     """Compile `source` (prelude prepended) to a shared library; return its path.
-    libtorch=True: against libtorch's C shim (a C++ wrapper)."""
+    libtorch=True: against libtorch's C shim (a C++ wrapper; cuda=True: a GPU graph's)."""
     cxx = cxx or os.environ.get("CXX", "g++")
     full = PRELUDE + "\n" + source
     defines, libs = vector_math_flags()
     flags = FLAGS + vector_width_flags() + defines
     if libtorch:
-        flags, libs = flags + libtorch_flags()[0], libs + libtorch_flags()[1]
+        flags, libs = flags + libtorch_flags(cuda)[0], libs + libtorch_flags(cuda)[1]
     key = hashlib.sha256("\0".join([full, " ".join(flags + libs), compiler_version(cxx)]).encode()).hexdigest()[:32]
     folder = cache_dir() / key[:2]
     folder.mkdir(parents=True, exist_ok=True)
@@ -189,10 +191,16 @@ def load_kernels(source: str, names: list[str] | dict[str, int], cxx: str | None
     return kernels
 
 
-def load_cpp_wrapper(source: str, cxx: str | None = None):
-    """Build (or fetch) a C++ wrapper's library and return its `call`: a function of one
-    Python list (the input handles' capsules) returning a list (the outputs'), run holding
-    the GIL (PyDLL), so that it may build Python objects and raise Python errors."""
-    fn = ctypes.PyDLL(str(build(source, cxx, libtorch=True))).call
-    fn.argtypes, fn.restype = [ctypes.py_object], ctypes.py_object
-    return fn
+def load_cpp_wrapper(source: str, cxx: str | None = None, cuda: bool = False):
+    """Build (or fetch) a C++ wrapper's library and return it. Its `call` takes a Python list
+    (the input handles' capsules; a GPU graph's also the list of input tensors, which it
+    empties) and returns a list (the outputs'), run holding the GIL (PyDLL), so that it may
+    build Python objects and raise Python errors. A GPU graph's library also has `mi_bind`,
+    which writes a compiled Triton kernel into its launch table (runtime/triton_runtime.py,
+    `bind_launch_table`)."""
+    lib = ctypes.PyDLL(str(build(source, cxx, libtorch=True, cuda=cuda)))
+    lib.call.argtypes, lib.call.restype = [ctypes.py_object] * (2 if cuda else 1), ctypes.py_object
+    if cuda:
+        lib.mi_bind.argtypes = [ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 5, ctypes.c_int64]
+        lib.mi_bind.restype = lib.mi_init.restype = ctypes.c_int
+    return lib

@@ -134,6 +134,7 @@ class Launcher:
         self.grid3 = self._grid3(grid) if grid is not None else None
         self.constexprs = tuple(meta[name] for name in fn.arg_names if name in meta)
         self.kernel, self.aligned, self.device = None, None, None
+        self.compiled = None   # what precompile compiled (for aligned pointers)
 
     @staticmethod
     def _grid3(grid) -> tuple:
@@ -168,6 +169,7 @@ class Launcher:
         if not interpreting() and self.dtypes:
             compiled = self.fn.warmup(*self.dtypes, *[2] * self.ints, grid=self.grid or (1,), **self.meta)
             getattr(compiled, "run", None)
+            self.compiled = compiled
 
     @staticmethod
     def _can_bind(compiled, args) -> bool:
@@ -180,6 +182,48 @@ class Launcher:
             return False
         unhooked = all(h is None or not getattr(h, "calls", True) for h in hooks)   # None, or an empty HookChain
         return unhooked and hasattr(torch._C, "_cuda_getCurrentRawStream")
+
+
+def bind_launch_table(lib, launches, device_index: int) -> str | None:
+    """Write each Triton kernel of a GPU graph into its C++ wrapper's launch table
+    (codegen/cpp_wrapper_cuda.h, `mi_bind`): the CUfunction Triton loaded on the graph's GPU,
+    the grid, warps and shared memory. `launches` are the kernels' `launch_<name>` functions,
+    in the table's order (one with an empty grid has no Launcher: grid 0). Returns None, or
+    why the C++ wrapper cannot launch them (then `call` runs the Python wrapper; said once, here)."""
+    log = logging.getLogger("miniinductor")
+    with torch.cuda.device(device_index):
+        if not lib.mi_init():
+            why = "the CUDA driver (libcuda.so.1) or the GPU's primary context was not found"
+            log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
+            return why
+        for row, launch in enumerate(launches):
+            launcher = launch.__globals__.get(f"_launcher_{launch.__name__.removeprefix('launch_')}")
+            if launcher is None:
+                lib.mi_bind(row, None, 0, 0, 0, 0, 0, 0)
+                continue
+            if launcher.ints or launcher.grid3 is None:
+                why = f"{launch.__name__} takes sizes at run time"
+            else:
+                try:
+                    if launcher.compiled is None:
+                        launcher.precompile()
+                except Exception as exc:  # noqa: BLE001 -- the Python wrapper's launch says it again
+                    why = f"{launch.__name__} did not compile ahead of its launch: {exc}"
+                    log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
+                    return why
+                md = launcher.compiled.metadata
+                function = launcher.compiled.function    # (loaded by precompile: `compiled.run`)
+                extras = {"clusters": getattr(md, "num_ctas", 1) != 1, "PDL": getattr(md, "launch_pdl", False),
+                          "a cooperative grid": getattr(md, "launch_cooperative_grid", False),
+                          "profiler scratch memory": getattr(md, "profile_scratch_size", 0) > 0}
+                why = next((f"{launch.__name__} needs {k}" for k, v in extras.items() if v), None)
+                if why is None:
+                    lib.mi_bind(row, function, *launcher.grid3, md.num_warps, md.shared,
+                                getattr(md, "global_scratch_size", 0))
+            if why is not None:
+                log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
+                return why
+    return None
 
 
 def precompile_all(launchers, device: torch.device | None = None, workers: int = 8) -> float:
