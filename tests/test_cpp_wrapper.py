@@ -302,3 +302,15 @@ def test_gpu_call_from_a_new_thread():
     thread.join()
     assert len(results) == 1, "the call in the thread raised"
     torch.testing.assert_close(results[0], fn(*args))
+
+
+@needs_gpu
+def test_gpu_cpp_wrapper_recorded_in_a_cuda_graph():
+    # cudagraphs=True records the C++ call: its launches go to the current (capture) stream
+    fn, make = CASES["reductions"]
+    with collect_compiled() as graphs:
+        compiled = miniinductor.compile(fn, cpp_wrapper=True, cudagraphs=True)
+        for _ in range(3):   # warm-up and record, then replays
+            args = cuda_args(make)
+            torch.testing.assert_close(compiled(*args), fn(*args))
+    assert_gpu_cpp_wrappers(graphs, 1)

@@ -378,7 +378,12 @@ def test_bfloat16_rounds_to_nearest_even():
     truncates; kernels on the CPU round by hand (`_bf16_rtne`), and 26% of an add's elements
     were one bfloat16 ulp off without it."""
     x, a, b = randn(40, 50), randn(40, 50, dtype=torch.bfloat16), randn(40, 50, dtype=torch.bfloat16)
-    check(lambda x, a, b: (x.bfloat16(), a + b, torch.softmax(a, -1)), x, a, b, rtol=0, atol=0)
+    check(lambda x, a, b: (x.bfloat16(), a + b), x, a, b, rtol=0, atol=0)
+    # the softmax is exact on the CPU, where both sides compute exp alike; on the GPU
+    # libdevice's expf and eager's may differ by a float32 ulp, which can move a value across
+    # a bfloat16 rounding boundary: one bfloat16 ulp (2**-8 relative) allowed there
+    exact = DEVICE == "cpu"
+    check(lambda a: torch.softmax(a, -1), a, rtol=0 if exact else 2**-8, atol=0 if exact else 1e-5)
 
 
 def test_float64():

@@ -36,6 +36,13 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 
+def _interpreted(fn) -> bool:
+    """Whether a @triton.jit kernel was decorated under the interpreter (TRITON_INTERPRET is
+    read then, per module: a GPU graph's kernels are compiled ones whatever it says later)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    return isinstance(fn, InterpretedFunction)
+
+
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
@@ -166,14 +173,14 @@ class Launcher:
         GPU and gets the launcher -- Triton up to 3.6 builds a C launcher per kernel
         signature there with the C compiler (a third of a second each, cold), which the
         first launch would otherwise do, one kernel after another."""
-        if not interpreting() and self.dtypes:
+        if not _interpreted(self.fn) and self.dtypes:
             compiled = self.fn.warmup(*self.dtypes, *[2] * self.ints, grid=self.grid or (1,), **self.meta)
             getattr(compiled, "run", None)
             self.compiled = compiled
 
     @staticmethod
     def _can_bind(compiled, args) -> bool:
-        if interpreting() or not args or not args[0].is_cuda or not hasattr(compiled, "packed_metadata"):
+        if not args or not args[0].is_cuda or not hasattr(compiled, "packed_metadata"):
             return False
         try:
             from triton import knobs
@@ -209,6 +216,10 @@ def bind_launch_table(lib, launches, device_index: int) -> str | None:
                         launcher.precompile()
                 except Exception as exc:  # noqa: BLE001 -- the Python wrapper's launch says it again
                     why = f"{launch.__name__} did not compile ahead of its launch: {exc}"
+                    log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
+                    return why
+                if launcher.compiled is None:
+                    why = f"{launch.__name__} was not compiled ahead of its launch"
                     log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
                     return why
                 md = launcher.compiled.metadata
