@@ -314,3 +314,34 @@ def test_gpu_cpp_wrapper_recorded_in_a_cuda_graph():
             args = cuda_args(make)
             torch.testing.assert_close(compiled(*args), fn(*args))
     assert_gpu_cpp_wrappers(graphs, 1)
+
+
+def test_gpu_wrapper_source_builds_without_a_gpu(monkeypatch):
+    """The GPU wrapper's C++ (cpp_wrapper_cuda.h and the `call` codegen writes around it) must
+    build on a machine without CUDA, as CI's is: a CPU graph of Triton kernels, generated as if
+    for cuda:0, is compiled (not loaded: libtorch_cuda is not there to load it against)."""
+    pytest.importorskip("triton")
+    from miniinductor.codegen import cpp_wrapper as cw
+    from miniinductor.runtime import cpp_builder
+    init = cw.CppWrapperCodeGen.__init__
+
+    def as_gpu(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.device = torch.device("cuda", 0)
+    built = []
+
+    def build_only(source, cxx=None, cuda=False):
+        built.append((source, cpp_builder.build(source, cxx, libtorch=True, cuda=cuda)))
+        raise RuntimeError("built, not loaded")
+    monkeypatch.setattr(cw.CppWrapperCodeGen, "__init__", as_gpu)
+    monkeypatch.setattr(cw.CppWrapperCodeGen, "_check_device", lambda *args: None)
+    monkeypatch.setattr(cpp_builder, "load_cpp_wrapper", build_only)
+
+    def fn(x, w, b):
+        return torch.relu(torch.addmm(b, x, w) * 2).sum(1), x.sin()
+    with pytest.raises(Exception, match="built, not loaded"):
+        miniinductor.compile(fn, cpu_backend="triton", cpp_wrapper=True)(randn(8, 16), randn(16, 32), randn(32))
+    (source, library), = built
+    assert library.exists()
+    assert "aoti_torch_cuda_mm_out(" in source and "#define MI_KERNELS 2" in source
+    assert len(re.findall(r'mi_launch\(\d, "triton_\w+", stream, \{', source)) == 2
