@@ -171,7 +171,8 @@ def kernel_sources(fn, *args):
 
 
 def innermost_loop_var(source) -> str:
-    return re.findall(r"#pragma omp simd\n\s*for \(int64_t (\w+) =", source)[-1]
+    """The variable of the innermost loop (omp simd, or explicit vectors and their tail)."""
+    return re.findall(r"for \(int64_t (\w+) =", source)[-1]
 
 
 def test_channels_last_pointwise_loops_in_memory_order():
@@ -180,6 +181,7 @@ def test_channels_last_pointwise_loops_in_memory_order():
     check(fn, x)
     (source,) = kernel_sources(fn, x)
     assert innermost_loop_var(source) == "i1" and "tile" not in source   # C is contiguous
+    assert "explicit vectors (cpp_vec.py): yes" in source and "mi_vload(" in source   # along C
 
 
 @pytest.mark.parametrize("shape", [(2, 32, 4, 16), (2, 20, 5, 7), (1, 64, 1, 17)])

@@ -159,9 +159,29 @@ def test_which_kernels_take_explicit_vectors(monkeypatch):
 
     assert vectorized(lambda x, y: x * 2 + y, torch.randn(1000), torch.randn(1000)) == [True]
     assert vectorized(lambda w, i: w[i] * 2, torch.randn(100, 64), torch.randint(0, 100, (7,))) == [False]
-    assert vectorized(lambda x: x.t() + 1, torch.randn(64, 48)) == [False]
+    assert vectorized(lambda x: x.t() + 1, torch.randn(64, 48)) == [True]   # x's layout: loops reordered
+    assert vectorized(lambda x: (x.t() + 1).contiguous(), torch.randn(64, 48)) == [False]   # a tiled transpose
     assert vectorized(lambda x: x.sum(-1), torch.randn(8, 100)) == [False]
     assert vectorized(lambda x: torch.tanh(x) + 1, torch.randn(1000)) == [True]
     assert vectorized(lambda x: x.to(torch.int32) + 1, torch.randn(1000)) == [False]
+    assert vectorized(lambda x: x + torch.arange(1000), torch.randn(1000)) == [False]   # index arithmetic along it
+    channels_last = torch.randn(2, 32, 5, 6).contiguous(memory_format=torch.channels_last)
+    assert vectorized(lambda x: torch.relu(x) * 2, channels_last) == [True]   # reordered: vectors along C
     with_policy(monkeypatch, explicit_vectors=False)
     assert vectorized(lambda x, y: x * 2 + y, torch.randn(1000), torch.randn(1000)) == [False]
+
+
+@pytest.mark.parametrize("c", [16, 24, 64])
+def test_scalars_beside_vectors(poisoned_buffers, lanes, c):
+    """Values constant along the vectors' index stay scalars: a pooling window's bounds checks
+    and divisor (channels-last: vectors along C), a mask of the row index. C=24 leaves a tail."""
+    import torch.nn.functional as F
+    x = specials(torch.randn(2, c, 9, 11)).contiguous(memory_format=torch.channels_last)
+    pools = lambda x: (F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2, 1, 1, count_include_pad=False))   # noqa: E731
+    check(pools, x)
+    rows = lambda x: torch.where(torch.arange(x.shape[0])[:, None] % 3 == 1, x * 2, x.exp())   # noqa: E731
+    y = specials(torch.randn(10, 4 * c))
+    check(rows, y)
+    for fn, arg in ((pools, x), (rows, y)):
+        for kernel in miniinductor.explain(fn, arg).kernels:
+            assert "explicit vectors (cpp_vec.py): yes" in kernel.source and "mi_vload(" in kernel.source, kernel.source

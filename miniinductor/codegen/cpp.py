@@ -25,8 +25,8 @@ which the function takes after its pointers (`const int64_t s0`), and whether th
 run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
 
 Simplified: explicit vectors (Inductor's `at::vec`) only in pointwise float32 kernels whose
-loops keep their logical order (codegen/cpp_vec.py: each kernel's source says whether, or why
-not), and the AVX-512 16 x 16 transpose of cpp_prelude.h (cpp_loops.py); elsewhere we write
+loops are not tiled (a reordered nest, channels-last, takes vectors along its new innermost
+loop; codegen/cpp_vec.py: each kernel's source says whether, or why not), and the AVX-512 16 x 16 transpose of cpp_prelude.h (cpp_loops.py); elsewhere we write
 simd-friendly scalar loops and let the compiler vectorize with -O3 -march=native (`omp simd`;
 float exp through the prelude's `mi_expf`, inlined, which has no slow path for the -inf of a
 mask; erf, tanh... through glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
@@ -185,9 +185,12 @@ class CppKernel(Kernel):
         self.masked_depth = 0                                # inside an ops.masked body (its loads may be out of bounds)
         self.vec = None   # the body on explicit vectors: a CppVecKernel (codegen/cpp_vec.py, with_vector_twin)
         self.vec_reason: str | None = "not made with_vector_twin"   # or why there is none
+        self.vec_along = None   # where it may have one: var → (twin, why not), for a reordered nest
+        self.nodes_seen: list = []   # (a reordered nest's twin follows them again: vector_twin_along)
 
     def codegen_node(self, node):
         super().codegen_node(node)
+        self.nodes_seen.append(node)
         if self.vec is not None and (reason := self.vec.mirror(node)):   # the twin cannot follow
             self.vec, self.vec_reason = None, reason
 
@@ -426,11 +429,15 @@ class CppKernel(Kernel):
         only_outer = all(b.kind == "outer" for b in self.blocks)
         plan = loop_plan(self.itervars, self.ranges, **{f"{k}s": v for k, v in self.access_strides.items()}) \
             if only_outer and not self.reduction_ranges else None
-        if plan and self.vec:   # (the twin's body assumes the logical order, innermost dim last)
-            self.vec, self.vec_reason = None, "its loops are reordered or tiled (cpp_loops.py)"
+        if plan and plan.tile:
+            self.vec, self.vec_reason = None, "its loops are tiled (cpp_loops.py)"
+        elif plan and self.vec_along:   # reordered: vectors along the new innermost loop
+            self.vec, self.vec_reason = self.vec_along(plan.loops[-1].var)
         loops = plan.outer() if plan else [Loop(str(var), "0", self.size(size), 1, self.hint(size))
                                            for var, size in zip(self.itervars, self.ranges)]
         x, n = self.itervars[-1] if self.itervars else None, self.ranges[-1] if self.ranges else None
+        if self.vec:
+            x, n = self.vec.x, self.vec.n
         if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
             loops[-1] = Loop(f"{x}_tile", "0", self.size(n), COLUMN_TILE, -(-self.hint(n) // COLUMN_TILE))
         if self.vec:   # ... or vectors (and a tail), which the threads share only if it is the only loop

@@ -23,10 +23,16 @@ shares its vectors, and its tail runs on one thread (`omp single`). Loop-invaria
 vector body (the splats, a batch norm's 1/sqrt(var + eps)) are hoisted by g++ out of the vector
 loop: it has no branch (a loop over steps with a tail branch inside measured slower).
 
+Values that do not vary along the innermost index stay scalars (`self.scalars`): index
+arithmetic of the outer indices and what is computed from it (a pooling window's bounds checks
+and divisor), taken as the scalar kernel writes them; a scalar float meeting a vector is
+splatted, and a scalar condition picks whole vectors (`c ? a : b`). g++ hoists them out of the
+vector loop.
+
 Simplified: pointwise kernels only (reductions keep their lane loops, codegen/cpp.py, which g++
 vectorizes), float32 buffers only, every load and store contiguous along the innermost index or
-(loads) constant along it; no gathers, no masks of `ops.masked`, no index arithmetic, no integer
-or bool buffers, no dtype conversions but bool to float. The C++ policy enables it
+(loads) constant along it; no gathers, no masks of `ops.masked`, no index arithmetic along the
+innermost index, no integer or bool buffers, no dtype conversions of vectors but bool to float. The C++ policy enables it
 (codegen/policy.py `explicit_vectors`): measured level with the omp-simd loops or faster.
 """
 from __future__ import annotations
@@ -39,7 +45,7 @@ from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..runtime.cpp_builder import vector_lanes
 from ..virtualized import V
 from .common import Kernel
-from .cpp import CppKernel, CppOverrides, cpp_constant
+from .cpp import COMPUTE_TYPE, CppKernel, CppOverrides, cpp_constant
 
 #: ops that take masks (an int32 vector of -1 or 0: bools), and those whose result is one
 MASK_ARGUMENTS = {f"{kind}_{op}" for kind in ("logical", "bitwise") for op in ("and", "or", "xor", "not")}
@@ -65,12 +71,15 @@ class VecUnsupported(Exception):
 
 class CppVecKernel(CppKernel):
     """The body on vectors of MI_VEC_LANES consecutive elements along the innermost index
-    (`self.itervars[-1]`). Values are float vectors or masks (`self.masks`: comparisons)."""
+    (`self.itervars[-1]`, or `dim`: the innermost loop of a reordered nest). Values are float
+    vectors or masks (`self.masks`: comparisons)."""
 
-    def __init__(self, scalar: CppKernel):
+    def __init__(self, scalar: CppKernel, dim: int = -1):
         super().__init__(scalar.name, scalar.ranges, scalar.reduction_ranges, scalar.config)
         self.scalar, self.lanes = scalar, vector_lanes()
+        self.x, self.n = self.itervars[dim], self.ranges[dim]   # the vectors' index and its range
         self.masks: set[str] = set()
+        self.scalars: dict[str, bool] = {}   # a value constant along the innermost index → is it a float32?
 
     def mirror(self, node) -> str | None:
         """Generate `node`'s body on vectors after the scalar kernel did; None, or why it cannot."""
@@ -87,14 +96,31 @@ class CppVecKernel(CppKernel):
     def __getattr__(self, name):
         if name not in UNARY_OPS and name not in BINARY_OPS:
             raise AttributeError(name)
-        if name not in VEC_OPS:
-            raise VecUnsupported(f"no vector form of ops.{name}")
 
         def op(*args):
+            if all(str(a) in self.scalars for a in args) and hasattr(CppOverrides, name):   # as the scalar kernel
+                floats = all(self.scalars[str(a)] for a in args) and name not in MASK_RESULTS
+                return self._scalar(getattr(CppOverrides, name)(*args), floats)
+            if name not in VEC_OPS:
+                raise VecUnsupported(f"no vector form of ops.{name}")
+            args = [self._vector(a) for a in args]
             if any((str(a) in self.masks) != (name in MASK_ARGUMENTS) for a in args):
                 raise VecUnsupported(f"ops.{name} of a {'bool' if name not in MASK_ARGUMENTS else 'float'} value")
             return self._value(VEC_OPS[name](*args), mask=name in MASK_RESULTS)
         return op
+
+    def _scalar(self, expr, is_float: bool):
+        var = self.cse.generate(self.compute, expr)
+        self.scalars[var.name] = is_float
+        return var
+
+    def _vector(self, value):
+        """`value` as a vector: a scalar float32 splatted; another scalar cannot be one."""
+        if str(value) not in self.scalars:
+            return value
+        if not self.scalars[str(value)]:
+            raise VecUnsupported(f"a scalar {value} that is not a float32 in a vector expression")
+        return self._value(f"mi_vsplat({value})")
 
     def _value(self, expr, mask=False):
         var = self.cse.generate(self.compute, expr)
@@ -104,7 +130,7 @@ class CppVecKernel(CppKernel):
 
     def _stride(self, name, index) -> int:
         """How far `index` moves when the innermost index does: 0 or 1, else VecUnsupported."""
-        x = self.itervars[-1]
+        x = self.x
         index = simplify_with_ranges(sympy.sympify(index), self.var_ranges)
         stride = sympy.diff(index, x)   # unevaluated (not 0 or 1) through FloorDiv, ModularIndexing
         if stride not in (0, 1) or x in (index - stride * x).free_symbols:
@@ -126,17 +152,27 @@ class CppVecKernel(CppKernel):
 
     def _store_line(self, name, index, value):
         self._float32(name)
+        value = self._vector(value)
         if self._stride(name, index) != 1 or str(value) in self.masks:
-            raise VecUnsupported(f"the store of {name} is not one float per element along {self.itervars[-1]}")
+            raise VecUnsupported(f"the store of {name} is not one float per element along {self.x}")
         return f"mi_vstore({self.args.output(name)} + ({self.index(index)}), {value});"
 
     def constant(self, value, dtype):
-        if dtype != torch.float32:
-            raise VecUnsupported(f"a {dtype} constant")
+        if dtype != torch.float32:   # (an int or a bool: index arithmetic's, a scalar)
+            return self._scalar(cpp_constant(value, dtype), False)
         return self._value(f"mi_vsplat({cpp_constant(value, dtype)})")
 
+    def index_expr(self, expr, dtype):
+        """An index expression that does not vary along the innermost index: a scalar."""
+        if self.x in simplify_with_ranges(sympy.sympify(expr), self.var_ranges).free_symbols:
+            raise VecUnsupported(f"index arithmetic along {self.x}")
+        return self._scalar(f"static_cast<{COMPUTE_TYPE[dtype]}>({self.index(expr)})", dtype == torch.float32)
+
     def to_dtype(self, x, dtype):
-        """Every value here is a float32 vector or a mask (bool): those convert to each other."""
+        """Every vector here is a float32 vector or a mask (bool): those convert to each other;
+        a scalar converts to anything."""
+        if str(x) in self.scalars:
+            return self._scalar(f"static_cast<{COMPUTE_TYPE[dtype]}>({x})", dtype == torch.float32)
         if dtype == torch.float32 and str(x) in self.masks:
             return self._value(f"{x} ? mi_vsplat(1.0f) : mi_vec{{}}")
         if dtype == (torch.bool if str(x) in self.masks else torch.float32):
@@ -144,6 +180,13 @@ class CppVecKernel(CppKernel):
         raise VecUnsupported(f"a conversion to {dtype}")
 
     def where(self, cond, a, b):
+        if all(str(v) in self.scalars for v in (cond, a, b)):
+            return self._scalar(CppOverrides.where(cond, a, b), self.scalars[str(a)])
+        a, b = self._vector(a), self._vector(b)
+        if str(cond) in self.scalars:   # one condition for the whole vector: C++'s ?: of two vectors
+            if (str(a) in self.masks) != (str(b) in self.masks):
+                raise VecUnsupported("ops.where of a mask and a float vector")
+            return self._value(f"{cond} ? {a} : {b}", mask=str(a) in self.masks)
         if str(cond) not in self.masks or (str(a) in self.masks) != (str(b) in self.masks):
             raise VecUnsupported("ops.where of other than a mask")
         return self._value(f"{cond} ? {a} : {b}", mask=str(a) in self.masks)
@@ -155,7 +198,7 @@ class CppVecKernel(CppKernel):
         """The scalar kernel's innermost loop: a loop of whole vectors, then a scalar loop over
         the rest. With `pragma` (the kernel's only loop) the threads share the vectors, and the
         rest runs on one thread (`single`: in a combo kernel's parallel region the others go on)."""
-        x, n = self.itervars[-1], self.size(self.ranges[-1])
+        x, n = self.x, self.size(self.n)
         whole = f"({n} - ({n}) % MI_VEC_LANES)"   # (n: a sum, when symbolic)
         for blocks, start, stop, step in ((self.blocks, "0", whole, "MI_VEC_LANES"), (self.scalar.blocks, whole, n, "1")):
             if pragma:
@@ -167,9 +210,9 @@ class CppVecKernel(CppKernel):
             code.writeline("}")
 
     def _unsupported(self, *args, **kwargs):
-        raise VecUnsupported("index arithmetic, a gather, a masked load or a reduction")
+        raise VecUnsupported("a gather, a masked load or a reduction")
 
-    index_expr = indirect_indexing = masked = reduction = store_reduction = _unsupported
+    indirect_indexing = masked = reduction = store_reduction = _unsupported
 
 
 def with_vector_twin(kernel: CppKernel) -> CppKernel:
@@ -180,8 +223,22 @@ def with_vector_twin(kernel: CppKernel) -> CppKernel:
         kernel.vec_reason = "the policy keeps omp simd (policy.explicit_vectors)"
     elif kernel.reduction_ranges:
         kernel.vec_reason = "a reduction: its lane loops are left to omp simd"
-    elif not kernel.ranges or kernel.hint(kernel.ranges[-1]) < vector_lanes():
-        kernel.vec_reason = "the innermost loop is shorter than a vector"
     else:
-        kernel.vec, kernel.vec_reason = CppVecKernel(kernel), None
+        kernel.vec_along = lambda var: vector_twin_along(kernel, var)
+        if not kernel.ranges or kernel.hint(kernel.ranges[-1]) < vector_lanes():
+            kernel.vec_reason = "the innermost loop is shorter than a vector"
+        else:
+            kernel.vec, kernel.vec_reason = CppVecKernel(kernel), None
     return kernel
+
+
+def vector_twin_along(kernel: CppKernel, var: str) -> tuple[CppVecKernel | None, str | None]:
+    """(a twin on vectors along `var`, None), or (None, why not): for a kernel whose loops
+    cpp_loops.loop_plan reordered so that `var` is innermost (a channels-last store). The
+    twin follows the kernel's nodes again, now that the order is known."""
+    dim = [str(v) for v in kernel.itervars].index(var)
+    if kernel.hint(kernel.ranges[dim]) < vector_lanes():
+        return None, f"the innermost loop ({var}) is shorter than a vector"
+    twin = CppVecKernel(kernel, dim)
+    reason = next((why for node in kernel.nodes_seen if (why := twin.mirror(node))), None)
+    return (None, reason) if reason else (twin, None)
