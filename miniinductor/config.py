@@ -125,7 +125,8 @@ class Config:
     autocast_dtype: str = "bfloat16"
     "The low-precision dtype of autocast_enabled: 'bfloat16' or 'float16'."
     cpp_wrapper: bool = False
-    "the wrapper that allocates buffers and calls the kernels is C++, compiled (CPU: with the C++ kernels; GPU: it launches the Triton kernels through the CUDA driver), for less host time per call."
+    ("the wrapper that allocates buffers and calls the kernels is C++, compiled (CPU: with the C++ kernels; "
+     "GPU: it launches the Triton kernels through the CUDA driver), for less host time per call.")
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
