@@ -26,7 +26,8 @@ run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run ti
 
 Simplified: explicit vectors (Inductor's `at::vec`) only in pointwise float32 kernels whose
 loops are not tiled (a reordered nest, channels-last, takes vectors along its new innermost
-loop; codegen/cpp_vec.py: each kernel's source says whether, or why not), and the AVX-512 16 x 16 transpose of cpp_prelude.h (cpp_loops.py); elsewhere we write
+loop; codegen/cpp_vec.py: each kernel's source says whether, or why not), and the AVX-512
+16 x 16 transpose of cpp_prelude.h (cpp_loops.py); elsewhere we write
 simd-friendly scalar loops and let the compiler vectorize with -O3 -march=native (`omp simd`;
 float exp through the prelude's `mi_expf`, inlined, which has no slow path for the -inf of a
 mask; erf, tanh... through glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
