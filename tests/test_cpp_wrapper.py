@@ -345,3 +345,34 @@ def test_gpu_wrapper_source_builds_without_a_gpu(monkeypatch):
     assert library.exists()
     assert "aoti_torch_cuda_mm_out(" in source and "#define MI_KERNELS 2" in source
     assert len(re.findall(r'mi_launch\(\d, "triton_\w+", stream, \{', source)) == 2
+
+
+def test_symbolic_sizes_fall_back_once_not_per_shape(caplog):
+    """A graph with symbolic sizes and extern ops gets the Python wrapper, compiled once for
+    every shape: the C++ wrapper's steps need numbers, so it declines before writing any
+    (it raised TypeError there once, and each shape was compiled again on its own)."""
+    def fn(x, w):
+        return torch.relu(x @ w) + x.sum()
+    compiled = miniinductor.compile(fn, cpp_wrapper=True, dynamic=True)
+    miniinductor.metrics.reset()
+    with caplog.at_level(logging.INFO, logger="miniinductor"), collect_compiled() as graphs:
+        for n in (5, 9, 13):
+            check(fn, randn(n, 8), randn(8, 6), compiled=compiled)
+    assert miniinductor.metrics.specializations == 0 and len(graphs) == 1
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cpp_wrapper:")]
+    assert len(lines) == 1 and "symbolic sizes" in lines[0], lines
+
+
+def test_a_static_graph_with_an_int_input():
+    # a backward compiled per shape takes its sizes as plain ints (capture/specialize.py,
+    # PerShape): they are numbers in the code, and only the tensors are handed to C++
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from miniinductor.compile_fx import compile_graph
+    from miniinductor.config import Config
+    fn = lambda x, n, w: ((x * n + 1) @ w,)   # noqa: E731
+    x, w = randn(4, 5), randn(5, 2)
+    cg = compile_graph(make_fx(fn)(x, 3, w), [x, 3, w], Config(cpp_wrapper=True))
+    assert C_ENTRY in cg.wrapper_source and "to_handles([args[0], args[2]])" in cg.wrapper_source
+    x, w = randn(4, 5), randn(5, 2)
+    torch.testing.assert_close(cg.call([x, 3, w]), fn(x, 3, w))

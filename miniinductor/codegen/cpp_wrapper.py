@@ -246,18 +246,23 @@ class CppWrapperCodeGen(WrapperCodeGen):
         raise CppWrapperUnsupported(f"the output {value!r}")
 
     # ------------------------------------------------------------------ the module
+    def memory_plan(self) -> MemoryPlan:
+        """The Python wrapper's plan, once the graph is one this wrapper can do (the steps'
+        C++ needs every size as a number)."""
+        if self.graph.sizevars.symbolic:
+            raise CppWrapperUnsupported("symbolic sizes")
+        if any(n in self.graph.symbol_inputs for n in self.graph.graph_input_names):
+            raise CppWrapperUnsupported("size inputs")
+        if self.device.type == "cuda" and self.device.index is None:
+            raise CppWrapperUnsupported("a GPU graph without a device index")
+        return super().memory_plan()
+
     def generate(self, plan: MemoryPlan, record: bool = False) -> str:
         """The module: the C++ source (prelude, kernels, `call`) and the Python `call` around
         it. record=True (debug/accuracy.py) gives the Python wrapper, which can record."""
         if record:
             return WrapperCodeGen(self.graph, self.scheduler, self.kernels, self.backend, self.config).generate(plan, record)
-        if self.graph.sizevars.symbolic:
-            raise CppWrapperUnsupported("symbolic sizes")
-        inputs = [*self.graph.graph_input_names, *self.graph.constants]
-        if any(n in self.graph.symbol_inputs for n in inputs):
-            raise CppWrapperUnsupported("size inputs")
-        if self.device.type == "cuda" and self.device.index is None:
-            raise CppWrapperUnsupported("a GPU graph without a device index")
+        inputs = [*self._tensor_inputs(), *self.graph.constants]
         self.handles = list(inputs)
         body = IndentedBuffer(2)
         if self.device.type == "cuda":
@@ -367,15 +372,26 @@ class CppWrapperCodeGen(WrapperCodeGen):
             "    if _bound[0] is not None:",
             "        return _python_call(args)",
         ])
-        constants = "".join(f", constants[{c!r}]" for c in self.graph.constants)
         code.writelines([
-            f"    outs = _cpp.call(to_handles([*args{constants}]), args)   # (it empties args)",
+            f"    outs = _cpp.call(to_handles({self._handles_list()}), args)   # (it empties args)",
             "    if outs is None:   # an input not 16-byte aligned",
             "        return _python_call(args)",
             "    outs = from_handles(outs)",
         ])
         code.writeline(self._return_line(tensors))
         return code.getvalue() + "\n"
+
+    def _tensor_inputs(self) -> list[str]:
+        """The graph's tensor inputs: a static graph's size or scalar inputs (a backward
+        compiled per shape takes them) are numbers in its code, and not passed to C++."""
+        return [n for n in self.graph.graph_input_names if n in self.graph.graph_inputs]
+
+    def _handles_list(self) -> str:
+        """The Python list `call` makes handles of: the tensor inputs, then the constants."""
+        names = self.graph.graph_input_names
+        tensors = ["*args"] if len(self._tensor_inputs()) == len(names) else \
+            [f"args[{i}]" for i, n in enumerate(names) if n in self.graph.graph_inputs]
+        return "[" + ", ".join(tensors + [f"constants[{c!r}]" for c in self.graph.constants]) + "]"
 
     def _return_line(self, tensors: list) -> str:
         """The Python `call`'s return: the graph's outputs, tensors from the C++ `outs`."""
@@ -398,10 +414,9 @@ class CppWrapperCodeGen(WrapperCodeGen):
         code.lines.extend(PRELUDE.splitlines() + [""])
         code.lines.extend("\n\n".join([*(k.source for k in self.kernels.values()), entry]).splitlines())
         code.writelines(["'''", f"_call = load_cpp_wrapper(CPP_SOURCE, cxx={self.config.cxx!r}).call", "", ""])
-        constants = "".join(f", constants[{c!r}]" for c in self.graph.constants)
         code.writelines([
             "def call(args):",
-            f"    handles = to_handles([*args{constants}])",
+            f"    handles = to_handles({self._handles_list()})",
             "    args.clear()",
             "    outs = from_handles(_call(handles))",
         ])
