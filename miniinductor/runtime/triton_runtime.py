@@ -195,46 +195,44 @@ def bind_launch_table(lib, launches, device_index: int) -> str | None:
     """Write each Triton kernel of a GPU graph into its C++ wrapper's launch table
     (codegen/cpp_wrapper_cuda.h, `mi_bind`): the CUfunction Triton loaded on the graph's GPU,
     the grid, warps and shared memory. `launches` are the kernels' `launch_<name>` functions,
-    in the table's order (one with an empty grid has no Launcher: grid 0). Returns None, or
-    why the C++ wrapper cannot launch them (then `call` runs the Python wrapper; said once, here)."""
-    log = logging.getLogger("miniinductor")
+    in the table's order. Returns None, or why the C++ wrapper cannot launch them (then `call`
+    runs the Python wrapper; said once, here)."""
     with torch.cuda.device(device_index):
-        if not lib.mi_init():
-            why = "the CUDA driver (libcuda.so.1) or the GPU's primary context was not found"
-            log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
-            return why
-        for row, launch in enumerate(launches):
-            launcher = launch.__globals__.get(f"_launcher_{launch.__name__.removeprefix('launch_')}")
-            if launcher is None:
-                lib.mi_bind(row, None, 0, 0, 0, 0, 0, 0)
-                continue
-            if launcher.ints or launcher.grid3 is None:
-                why = f"{launch.__name__} takes sizes at run time"
-            else:
-                try:
-                    if launcher.compiled is None:
-                        launcher.precompile()
-                except Exception as exc:  # noqa: BLE001 -- the Python wrapper's launch says it again
-                    why = f"{launch.__name__} did not compile ahead of its launch: {exc}"
-                    log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
-                    return why
-                if launcher.compiled is None:
-                    why = f"{launch.__name__} was not compiled ahead of its launch"
-                    log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
-                    return why
-                md = launcher.compiled.metadata
-                function = launcher.compiled.function    # (loaded by precompile: `compiled.run`)
-                extras = {"clusters": getattr(md, "num_ctas", 1) != 1, "PDL": getattr(md, "launch_pdl", False),
-                          "a cooperative grid": getattr(md, "launch_cooperative_grid", False),
-                          "profiler scratch memory": getattr(md, "profile_scratch_size", 0) > 0}
-                why = next((f"{launch.__name__} needs {k}" for k, v in extras.items() if v), None)
-                if why is None:
-                    lib.mi_bind(row, function, *launcher.grid3, md.num_warps, md.shared,
-                                getattr(md, "global_scratch_size", 0))
-            if why is not None:
-                log.info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
-                return why
-    return None
+        why = None if lib.mi_init() else "the CUDA driver (libcuda.so.1) or the GPU's primary context was not found"
+        for row, launch in enumerate(launches if why is None else []):
+            entry = _launch_entry(launch)
+            if isinstance(entry, str):
+                why = entry
+                break
+            lib.mi_bind(row, *entry)
+    if why is not None:
+        logging.getLogger("miniinductor").info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
+    return why
+
+
+def _launch_entry(launch) -> tuple | str:
+    """`mi_bind`'s arguments after the row for one kernel's launcher, or why there are none."""
+    name = launch.__name__
+    launcher = launch.__globals__.get(f"_launcher_{name.removeprefix('launch_')}")
+    if launcher is None:   # an empty grid: nothing to launch
+        return (None, 0, 0, 0, 0, 0, 0)
+    if launcher.ints or launcher.grid3 is None:
+        return f"{name} takes sizes at run time"
+    try:
+        if launcher.compiled is None:
+            launcher.precompile()
+    except Exception as exc:  # noqa: BLE001 -- the Python wrapper's launch raises it again
+        return f"{name} did not compile ahead of its launch: {exc}"
+    if launcher.compiled is None:
+        return f"{name} was not compiled ahead of its launch"
+    md = launcher.compiled.metadata
+    needs = {"clusters": getattr(md, "num_ctas", 1) != 1, "PDL": getattr(md, "launch_pdl", False),
+             "a cooperative grid": getattr(md, "launch_cooperative_grid", False),
+             "profiler scratch memory": getattr(md, "profile_scratch_size", 0) > 0}
+    if any(needs.values()):
+        return f"{name} needs {next(k for k, v in needs.items() if v)}"
+    # (the CUfunction was loaded by precompile: `compiled.run`)
+    return (launcher.compiled.function, *launcher.grid3, md.num_warps, md.shared, getattr(md, "global_scratch_size", 0))
 
 
 def precompile_all(launchers, device: torch.device | None = None, workers: int = 8) -> float:
