@@ -376,3 +376,46 @@ def test_a_static_graph_with_an_int_input():
     assert C_ENTRY in cg.wrapper_source and "to_handles([args[0], args[2]])" in cg.wrapper_source
     x, w = randn(4, 5), randn(5, 2)
     torch.testing.assert_close(cg.call([x, 3, w]), fn(x, 3, w))
+
+
+def test_bind_launch_table_entries(monkeypatch, caplog):
+    """What Python writes into a GPU wrapper's launch table (runtime/triton_runtime.py), with
+    stand-ins for the library, the launchers and Triton's compiled kernels: each kernel's
+    CUfunction, grid, warps, shared memory and scratch; an empty grid's zeros; and the first
+    kernel the table cannot take ends the binding with the reason, logged once."""
+    import contextlib
+    import types
+
+    from miniinductor.runtime import triton_runtime
+    monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
+
+    class Lib:
+        def __init__(self):
+            self.rows = {}
+
+        def mi_init(self):
+            return 1
+
+        def mi_bind(self, row, *entry):
+            self.rows[row] = entry
+
+    def launch(name, launcher):
+        scope = {} if launcher is None else {f"_launcher_{name}": launcher}
+        exec(f"def launch_{name}(): pass", scope)
+        return scope[f"launch_{name}"]
+
+    def launcher(function, grid, ints=0, **metadata):
+        md = types.SimpleNamespace(**{"num_warps": 4, "shared": 1024, "global_scratch_size": 0, "num_ctas": 1, **metadata})
+        return types.SimpleNamespace(ints=ints, grid3=grid, compiled=types.SimpleNamespace(metadata=md, function=function))
+    launches = [launch("k0", launcher(0xAB, (8, 2, 1))), launch("k1", None),
+                launch("k2", launcher(0xCD, (3, 1, 1), global_scratch_size=128))]
+    lib = Lib()
+    assert triton_runtime.bind_launch_table(lib, launches, 0) is None
+    assert lib.rows == {0: (0xAB, 8, 2, 1, 4, 1024, 0), 1: (None, 0, 0, 0, 0, 0, 0), 2: (0xCD, 3, 1, 1, 4, 1024, 128)}
+    lib = Lib()
+    with caplog.at_level(logging.INFO, logger="miniinductor"):
+        why = triton_runtime.bind_launch_table(lib, [launches[0], launch("k3", launcher(0xEF, (1, 1, 1), num_ctas=2)),
+                                                     launch("k4", launcher(0x12, None, ints=2))], 0)
+    assert why == "launch_k3 needs clusters" and list(lib.rows) == [0]
+    assert [r.getMessage() for r in caplog.records if "cpp_wrapper:" in r.getMessage()] == [
+        "cpp_wrapper: the Python wrapper launches this graph's kernels (launch_k3 needs clusters)"]
