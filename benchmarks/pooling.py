@@ -4,8 +4,8 @@
     python benchmarks/pooling.py --device cuda   # GPU (Triton kernels)
 
 Cases (fp32): max_pool2d(x, 3, 2, 1) on [16, 64, 112, 112] NCHW and channels-last, values
-alone and with indices; max_pool2d forward + backward and avg_pool2d(x, 3, 2, 1) on
-[16, 64, 56, 56] (GPU: batch 64). Each is warmed up, then the median of `--repeats` calls is
+alone and with indices; max_pool2d forward + backward and avg_pool2d(x, 3, 2, 1) (NCHW and
+channels-last) on [16, 64, 56, 56] (GPU: batch 64). Each is warmed up, then the median of `--repeats` calls is
 printed in ms (CUDA: `triton.testing.do_bench`). Every compiled output (and gradient) is
 checked against eager first. docs/benchmarks.md "Max pooling on the CPU" has the results.
 """
@@ -35,6 +35,8 @@ def cases(device: str) -> dict:
         "max_pool2d channels-last, values and indices": (indices, cl, False),
         "max_pool2d forward + backward": (values, small, True),
         "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), small, False),
+        "avg_pool2d channels-last": (lambda x: F.avg_pool2d(x, 3, 2, 1),
+                                     small.contiguous(memory_format=torch.channels_last), False),
     }
 
 
