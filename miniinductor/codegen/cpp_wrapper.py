@@ -323,7 +323,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
         dropped after its last use."""
         if self.device.type != "cuda":
             return []
-        launched = {n for k in self.kernels.values() if k.name in self.launched for n in k.args}
+        launched = {n for k in self._launched_kernels() for n in k.args}
         checked = [n for n in inputs if n in launched]
         lines = [f"    if (!mi_aligned({{{', '.join(checked)}}})) {{  // for the Python wrapper",
                  "        " + " ".join(f"mi_del({n});" for n in inputs),
@@ -331,9 +331,13 @@ class CppWrapperCodeGen(WrapperCodeGen):
                  "    }"] if checked else []
         return lines + ["    if (PyList_SetSlice(args, 0, PyList_GET_SIZE(args), nullptr) < 0) return nullptr;"]
 
+    def _launched_kernels(self) -> list:
+        """GPU: the Triton kernels `call` launches from C++, in the order of their table rows."""
+        return [self.kernels[name] for name in self.launched]
+
     def _cuda_source(self, entry: str) -> list[str]:
         """The C++ of a GPU graph: its device, the table's size, both preludes, `call`."""
-        kernels = [k for k in self.kernels.values() if k.name in self.launched]
+        kernels = self._launched_kernels()
         return ["#define USE_CUDA   // (libtorch's shim: its CUDA functions)",
                 "#define MI_DEVICE_TYPE aoti_torch_device_type_cuda()",
                 f"#define MI_DEVICE_INDEX {self.device.index}",
@@ -371,8 +375,6 @@ class CppWrapperCodeGen(WrapperCodeGen):
             f"        _bound.append(bind_launch_table(_cpp, [{launched}], {self.device.index}))",
             "    if _bound[0] is not None:",
             "        return _python_call(args)",
-        ])
-        code.writelines([
             f"    outs = _cpp.call(to_handles({self._handles_list()}), args)   # (it empties args)",
             "    if outs is None:   # an input not 16-byte aligned",
             "        return _python_call(args)",
@@ -388,9 +390,8 @@ class CppWrapperCodeGen(WrapperCodeGen):
 
     def _handles_list(self) -> str:
         """The Python list `call` makes handles of: the tensor inputs, then the constants."""
-        names = self.graph.graph_input_names
-        tensors = ["*args"] if len(self._tensor_inputs()) == len(names) else \
-            [f"args[{i}]" for i, n in enumerate(names) if n in self.graph.graph_inputs]
+        names, tensors = self.graph.graph_input_names, self._tensor_inputs()
+        tensors = ["*args"] if len(tensors) == len(names) else [f"args[{names.index(n)}]" for n in tensors]
         return "[" + ", ".join(tensors + [f"constants[{c!r}]" for c in self.graph.constants]) + "]"
 
     def _return_line(self, tensors: list) -> str:
