@@ -67,7 +67,7 @@ from .lowering.graph import graph_device
 from .lowering.layout import decide_layout_opt
 from .runtime.cpp_builder import write_source
 from .runtime.cudagraphs import cudagraphify
-from .runtime.triton_runtime import precompile_all
+from .runtime.triton_runtime import kernel_launchers, precompile_all
 from .scheduler import FusedGroup, Scheduler
 from .scheduler.combo import ComboGroup, combine_kernels
 from .virtualized import V
@@ -183,9 +183,9 @@ def load_wrapper(source: str):
 def precompile_kernels(module, kernels, device):
     """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
     the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
-    launchers = [getattr(module, name).__globals__.get(f"_launcher_{name}") for name in kernels]
-    seconds = precompile_all((launcher for launcher in launchers if launcher is not None), device)
-    log.info("compiled %d Triton kernels in %.2f s", len(kernels), seconds)
+    launchers = [launcher for name in kernels for launcher in kernel_launchers(getattr(module, name).__globals__, name)]
+    seconds = precompile_all(launchers, device)
+    log.info("compiled %d Triton kernels (%d variants) in %.2f s", len(kernels), len(launchers), seconds)
 
 
 def generate_wrapper(graph, scheduler, kernels, config: Config):

@@ -293,4 +293,34 @@ def test_autotuned_launcher_names_its_in_place_tensors():
     sources = [k.source for g in graphs for k in g.kernels.values()]
     tuned = [s for s in sources if "in_out_ptr0" in s and "autotune(" in s]
     assert tuned, sources
-    assert all(re.search(r"autotune\(lambda c: .*, \(in_out_ptr0, \)\)", s) for s in tuned)
+    assert all(re.search(r"autotune\(lambda launcher: .*, \(in_out_ptr0, \)\)", s) for s in tuned)
+
+
+def test_autotuned_kernels_time_a_few_precompiled_launchers():
+    """max_autotune's pointwise and persistent-reduction kernels get one `Launcher` per block
+    size (`_launchers_<name>`, all compiled ahead with the graph's kernels): the heuristic's
+    first, then at most its four neighbours (XBLOCK and num_warps doubled and halved); and
+    each candidate computes the same result."""
+    from miniinductor.runtime.triton_runtime import Launcher, kernel_launchers
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 40), torch.randn(64, 40)
+    fn = lambda x, y: (torch.nn.functional.gelu(x * 2 + y), torch.softmax(x, -1))  # noqa: E731
+    with collect_compiled() as graphs:
+        compiled = miniinductor.compile(fn, cpu_backend="triton", max_autotune=True)
+        first = compiled(x, y)
+    for got, want in zip(first, fn(x, y)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    wrapper = graphs[-1].call.__globals__
+    tuned = {name: kernel_launchers(wrapper[name].__globals__, name) for name in graphs[-1].kernels}
+    assert tuned and all(len(launchers) > 1 for launchers in tuned.values()), tuned
+    for name, launchers in tuned.items():
+        namespace = wrapper[name].__globals__
+        assert 2 <= len(launchers) <= 5 and all(isinstance(launcher, Launcher) for launcher in launchers)
+        metas = [launcher.meta for launcher in launchers]
+        assert len({repr(sorted(m.items())) for m in metas}) == len(metas), metas   # no candidate twice
+        assert namespace["_best"] == [launchers[0]]   # the interpreter times nothing: the heuristic's
+        for launcher in launchers[1:]:
+            namespace["_best"][:] = [launcher]
+            for got, want in zip(compiled(x, y), fn(x, y)):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        namespace["_best"][:] = [launchers[0]]

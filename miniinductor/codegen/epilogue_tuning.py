@@ -41,7 +41,7 @@ import time
 import torch
 
 from ..logs import get_logger
-from ..runtime.triton_runtime import AutotuneCache, benchmark, load_module, precompile_all
+from ..runtime.triton_runtime import AutotuneCache, benchmark, kernel_launchers, load_module, precompile_all
 from ..scheduler import FusedGroup
 from ..virtualized import V
 from .triton_template import config_text
@@ -160,8 +160,8 @@ def time_choices(variants, alone, epilogue, bare_ms, table, timer, device) -> di
     start = time.perf_counter()
     kernels = [alone, epilogue] + [k for _, k in variants]
     modules = {k.name + k.source: load_kernel(k, device) for k in kernels}
-    precompile_all([getattr(m, f"_launcher_{k.name}") for k in kernels
-                    if hasattr(m := modules[k.name + k.source], f"_launcher_{k.name}")], device)
+    precompile_all([launcher for k in kernels for launcher in kernel_launchers(vars(modules[k.name + k.source]), k.name)],
+                   device)
 
     def time_kernel(kernel) -> float:
         launch, args = getattr(modules[kernel.name + kernel.source], f"launch_{kernel.name}"), kernel_arguments(kernel)

@@ -556,16 +556,24 @@ class TritonKernel(Kernel):
 
     def autotune_candidates(self, blocks) -> list[dict]:
         """With max_autotune: block sizes to time for pointwise and persistent-reduction
-        kernels (a looped reduction's RBLOCK is baked into its loop, so it is not tuned)."""
+        kernels (a looped reduction's RBLOCK is baked into its loop, so it is not tuned): the
+        heuristic's, then its neighbours -- XBLOCK and num_warps each doubled and halved, as
+        one step of coordinate descent. Inductor's max-autotune times 2 to 4 such configs; each
+        is a compile (0.3-0.5 s cold), all made ahead in the compile threads."""
         if not getattr(self.config, "max_autotune", False) or self.tiled or (self.is_reduction and not self.persistent):
             return [blocks]
         top = next_power_of_2(max(self._hint(self.xnumel), 1))
         rblock = blocks.get("RBLOCK", 1)
-        xblocks = [x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
-                   if x <= top and 128 <= x * rblock <= 16384] or [blocks["XBLOCK"]]
-        found = [dict(blocks, XBLOCK=x, num_warps=w) for x in xblocks for w in (2, 4, 8, 16)
-                 if w * 32 <= max(x * rblock // 2, 64)]
-        return found or [blocks]
+
+        def fits(c) -> bool:
+            x, w = c["XBLOCK"], c["num_warps"]
+            return x <= top and 128 <= x * rblock <= 16384 and 1 <= w <= 16 and w * 32 <= max(x * rblock // 2, 64)
+        found = [blocks]
+        for field in ("XBLOCK", "num_warps"):
+            for value in (blocks[field] * 2, blocks[field] // 2):
+                if fits(c := dict(blocks, **{field: value})) and c not in found:
+                    found.append(c)
+        return found
 
     def block_sizes(self) -> dict:
         """XBLOCK (and RBLOCK) and num_warps: codegen/policy.py's heuristic."""
@@ -624,7 +632,7 @@ class TritonKernel(Kernel):
         code = IndentedBuffer()
         code.writelines(["import torch", "import triton", "import triton.language as tl",
                          "from miniinductor.runtime.triton_runtime import Launcher, autotune, cdiv, libdevice",
-                         "_best = []  # the block sizes max_autotune picked"])
+                         "_best = []  # the Launcher (block sizes) max_autotune picked"])
         for helper in sorted(self.helpers):
             code.splice(HELPERS[helper])
         body = IndentedBuffer(1)
@@ -710,18 +718,30 @@ class TritonKernel(Kernel):
             lines.append("    if xnumel == 0: return  # an empty grid")
         xnumel = "xnumel" if "xnumel" in numel_args else self.xnumel
         candidates = self.autotune_candidates(blocks)
-        if len(candidates) > 1:  # max_autotune: time each once, on the real tensors, keep the best
-            args = ", ".join(ptrs + self.int_params())
-            launch = f"{self.kernel_name()}[(cdiv({xnumel}, c['XBLOCK']),)]({args}, **c)"
-            return lines + [
-                f"    if not _best: _best.append(autotune(lambda c: {launch}, {candidates!r}, {ptrs[0]}.is_cuda, "
-                f"({''.join(p + ', ' for p in ptrs if p.startswith('in_out_ptr'))})))",
-                "    c = _best[0]",
-                f"    {launch}",
-            ]
+        if len(candidates) > 1:  # max_autotune: a Launcher per candidate (compiled ahead); the first call times each
+            return self._autotuned_launch_lines(lines, candidates, ptrs + self.int_params(), xnumel,
+                                                [V.graph.get_dtype(n) for n in self.args.call_names()])
         grid = [self._grid_size("x", blocks["XBLOCK"])] + ([self._grid_size("r", blocks["RBLOCK"])] if self.tiled else [])
         return self._launch_lines(lines, grid, ptrs + self.int_params(), blocks,
                                   [V.graph.get_dtype(n) for n in self.args.call_names()])
+
+    def _autotuned_launch_lines(self, lines, candidates, args, xnumel, dtypes) -> list[str]:
+        """max_autotune's launcher: `_launchers_<name>`, one `Launcher` per candidate (compiled
+        together ahead of the first call, with the graph's other kernels); the first call times
+        each on the real tensors (runtime/triton_runtime.py, `autotune`) and keeps the fastest."""
+        launchers, ints = f"_launchers_{self.name}", len(args) - len(dtypes)
+        static = isinstance(xnumel, (int, sympy.Integer))
+        grid = f"(cdiv({xnumel}, c['XBLOCK']),)" if static else "None"
+        dtypes_text = f"({', '.join(map(str, dtypes))}{',' if len(dtypes) == 1 else ''})"
+        at_call = "" if static else f", grid=(cdiv({xnumel}, launcher.meta['XBLOCK']),)"
+        call = f"launcher({', '.join(args)}{at_call})"
+        in_place = "".join(p + ", " for p in args if p.startswith("in_out_ptr"))
+        return [f"# {self.kernel_name()}[(cdiv(xnumel, XBLOCK),)](...), max_autotune times {len(candidates)} block sizes",
+                f"{launchers} = [Launcher({self.kernel_name()}, {grid}, {dtypes_text}{f', ints={ints}' if ints else ''}, **c)",
+                f"    for c in {candidates!r}]", ""] + lines + [
+            f"    if not _best: _best.append(autotune(lambda launcher: {call}, {launchers}, {args[0]}.is_cuda, ({in_place})))",
+            "    launcher = _best[0]",
+            f"    {call}"]
 
     def _grid_size(self, prefix, block):
         """Programs along one grid dim: a number, or (symbolic) the launcher's expression."""

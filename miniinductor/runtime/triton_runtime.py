@@ -52,8 +52,9 @@ def cdiv(a: int, b: int) -> int:
 
 
 # --------------------------------------------------------------------------- autotuning
-def autotune(launch, candidates: list[dict], on_gpu: bool = True, in_place: tuple = ()) -> dict:
-    """Time `launch(config)` for each candidate block configuration; return the fastest.
+def autotune(launch, candidates: list, on_gpu: bool = True, in_place: tuple = ()):
+    """Time `launch(candidate)` for each candidate (a block configuration, or a `Launcher`
+    bound to one); return the fastest.
     A kernel that writes over an input (`in_place`: its in_out_ptr tensors, a mutated graph
     input or an output written over a dying input) gives another result each time it runs
     (a bias added twice): those tensors are saved first and restored after the timing, as
@@ -235,13 +236,21 @@ def _launch_entry(launch) -> tuple | str:
     return (launcher.compiled.function, *launcher.grid3, md.num_warps, md.shared, getattr(md, "global_scratch_size", 0))
 
 
-def precompile_all(launchers, device: torch.device | None = None, workers: int = 8) -> float:
+def kernel_launchers(namespace: dict, name: str) -> list:
+    """The `Launcher`s of kernel `name` in its module's namespace: `_launcher_<name>`, or
+    max_autotune's candidates `_launchers_<name>` ([] for an empty grid)."""
+    one = namespace.get(f"_launcher_{name}")
+    return [one] if one is not None else list(namespace.get(f"_launchers_{name}", []))
+
+
+def precompile_all(launchers, device: torch.device | None = None, workers: int | None = None) -> float:
     """Compile every kernel of a graph at once, in threads, before its first call (Triton
     spends much of a compile in LLVM and in `ptxas` and `cc`, subprocesses, where other
-    threads run). Inductor compiles in a pool of worker processes; threads are the small
-    version. Each thread makes `device` (the graph's GPU) current, since Triton files a
-    compiled kernel, and loads it, under the current device -- a new thread's is GPU 0.
-    A kernel that fails here is compiled again, the usual way, at its first launch.
+    threads run; Triton's front end, Python, holds the GIL). One thread a core, up to 16.
+    Inductor compiles in a pool of worker processes; threads are the small version. Each
+    thread makes `device` (the graph's GPU) current, since Triton files a compiled kernel,
+    and loads it, under the current device -- a new thread's is GPU 0. A kernel that fails
+    here is compiled again, the usual way, at its first launch.
     Returns the seconds it took."""
     index = device.index if device is not None and device.type == "cuda" else None
 
@@ -255,7 +264,7 @@ def precompile_all(launchers, device: torch.device | None = None, workers: int =
     start = time.perf_counter()
     launchers = list(launchers)
     if len(launchers) > 1:
-        with ThreadPoolExecutor(min(workers, len(launchers))) as pool:
+        with ThreadPoolExecutor(min(workers or min(os.cpu_count() or 8, 16), len(launchers))) as pool:
             list(pool.map(one, launchers))
     return time.perf_counter() - start
 
