@@ -8,6 +8,8 @@ callable). `compile_graph` is the table of contents, every pass in order:
     lower            policy_for            the backend policy, once per graph (codegen/policy.py)
                      unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
                      addmm_activation      gelu(addmm), CUDA relu(addmm) → one _addmm_activation call (matmul.py)
+                     prefetch_gemm_templates  max_autotune on a GPU: every matmul's template configs start
+                                           compiling in threads, while lowering goes on (matmul.py)
                      decide_layout_opt     C++ or GPU, inference: 2-D convolutions channels-last (lowering/layout.py)
                      GraphLowering.run     ATen ops → loop IR (lowering/graph.py), node by node,
                        realize_where_demanded  each node's value, once lowered: a buffer or inlined
@@ -62,7 +64,7 @@ from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
-from .lowering import GraphLowering, addmm_activation, note_unused_tma, split_reductions, unfuse_addmm
+from .lowering import GraphLowering, addmm_activation, note_unused_tma, prefetch_gemm_templates, split_reductions, unfuse_addmm
 from .lowering.graph import graph_device
 from .lowering.layout import decide_layout_opt
 from .runtime.cpp_builder import write_source
@@ -99,10 +101,12 @@ class CompiledGraph:
 # ----------------------------------------------------------------------------- the passes
 def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> GraphLowering:
     """The ATen graph as loop IR buffers, with lowering's passes run."""
-    policy = policy_for(graph_device(gm, example_inputs), config)
+    device = graph_device(gm, example_inputs)
+    policy = policy_for(device, config)
     note_unused_tma(policy, config)
     unfuse_addmm(gm, policy, config)
     addmm_activation(gm, config)
+    prefetch_gemm_templates(gm, policy, config, device)
     graph = GraphLowering(gm, example_inputs, config, name, policy)
     graph.layout_opt = decide_layout_opt(gm, policy, config, name)
     graph.run()   # + realize_where_demanded per node

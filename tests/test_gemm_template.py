@@ -453,3 +453,86 @@ def test_ieee_float32_skips_the_widest_tile():
     ieee = configs(torch.float32, True)
     assert ieee and all(m * n <= FMA_MAX_TILE for m, n in ieee) and (128, 128) in ieee
     assert (128, 256) in configs(torch.float32, False) and (128, 256) in configs(torch.bfloat16, False)
+
+
+def test_prefetched_matmuls_are_the_ones_lowering_autotunes(monkeypatch):
+    """`prefetch_gemm_templates` starts compiling, from the FX graph's example values, the
+    matmuls that lowering will then autotune: the same problems (shapes, strides, offsets),
+    or the compiles are wasted. Here on the CPU, with the GPU check bypassed and the compiles
+    recorded instead of run: x @ w.t(), an addmm and a bmm of a permuted operand."""
+    from miniinductor import compile_fx
+    from miniinductor.lowering import matmul
+    prefetched, selected = [], []
+    real_prefetch, real_select = matmul.prefetch_gemm_templates, matmul.select_gemm
+    monkeypatch.setattr(matmul, "prefetch_gemm", lambda g, *rest: prefetched.append(g))
+    monkeypatch.setattr(matmul, "select_gemm", lambda g, *rest, **kw: selected.append(g) or real_select(g, *rest, **kw))
+    monkeypatch.setattr(compile_fx, "prefetch_gemm_templates",
+                        lambda gm, policy, config, device: real_prefetch(gm, policy, config, torch.device("cuda")))
+
+    def fn(x, w, b, q, k):
+        h = torch.addmm(b, x, w.t())                     # [24, 40]
+        return (h @ w).sum(), torch.bmm(q, k.transpose(1, 2)).relu()
+    args = randn(24, 20), randn(40, 20), randn(40), randn(3, 17, 8), randn(3, 19, 8)
+    out, expected, _ = run(fn, *args)
+    for got, want in zip(out, expected):
+        check(got, want, torch.float32)
+    assert len(selected) == 3 and prefetched == selected, (prefetched, selected)
+
+
+def test_precompile_all_compiles_a_kernel_once(monkeypatch):
+    """`precompile_all(wait=False)` starts the compiles and returns; a later call for the
+    same kernel (fn and meta) waits for that compile instead of starting its own, then
+    hands its own launcher the compiled kernel."""
+    import threading
+
+    from miniinductor.runtime import triton_runtime
+    release, compiled = threading.Event(), []
+
+    class StandIn:   # what precompile_all reads of a Launcher
+        fn, dtypes, ints = object(), (torch.float32,), 0
+
+        def __init__(self, name, meta):
+            self.name, self.meta, self.done = name, meta, False
+
+        def precompile(self):
+            if self.name == "a":
+                release.wait(5)                        # a's compile takes a while
+            compiled.append(self.name)
+            self.done = True
+    a, b, c = StandIn("a", {"XBLOCK": 64}), StandIn("b", {"XBLOCK": 64}), StandIn("c", {"XBLOCK": 128})
+    triton_runtime.precompile_all([a], wait=False)
+    assert not a.done                                  # returned at once
+    waiter = threading.Thread(target=triton_runtime.precompile_all, args=([b, c],))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive() and not b.done and c.done   # b waits for a's compile; c compiled meanwhile
+    release.set()
+    waiter.join(5)
+    assert a.done and b.done and compiled == ["c", "a", "b"]   # b's after a's: found compiled
+
+
+def test_nothing_is_timed_while_compiles_run(monkeypatch):
+    """`benchmark` waits for the compiles in flight: their Python holds the GIL and delays
+    the timed launches, which the GPU's clock counts (an aten.mm timed at 2x its time)."""
+    import threading
+
+    import triton.testing
+
+    from miniinductor.runtime import triton_runtime
+    release, order = threading.Event(), []
+
+    class Slow:   # a Launcher whose compile takes until `release`
+        fn, dtypes, ints, meta = object(), (torch.float32,), 0, {"XBLOCK": 8}
+
+        def precompile(self):
+            release.wait(5)
+            order.append("compiled")
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: order.append("timed") or 1.0)
+    triton_runtime.precompile_all([Slow()], wait=False)
+    timer = threading.Thread(target=triton_runtime.benchmark, args=(lambda: None,))
+    timer.start()
+    timer.join(0.5)
+    assert timer.is_alive() and order == []
+    release.set()
+    timer.join(5)
+    assert order == ["compiled", "timed"]

@@ -371,6 +371,30 @@ class GemmSelection:
     timings: list
 
 
+def template_configs(g: Gemm, backends: tuple, allow_tf32: bool, device: torch.device,
+                     persistent: str | None = None) -> list[dict]:
+    """The template configs the autotuner times for `g` ([] unless TRITON is a backend)."""
+    if "TRITON" not in backends:
+        return []
+    programs = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    fma = g.dtype == torch.float32 and not allow_tf32
+    return (gemm_configs(g, persistent, programs, fma) if persistent else []) + gemm_configs(g, fma=fma)
+
+
+def bare_launchers(g: Gemm, configs, allow_tf32: bool) -> list[Launcher]:
+    """A `Launcher` of the bare template per config (what `precompile_all` compiles)."""
+    return [Launcher(bare_template_module(g, c, allow_tf32, False).gemm, grid(g, c), (g.dtype,) * 3, **launch_meta(c))
+            for c in configs]
+
+
+def prefetch_gemm(g: Gemm, backends: tuple, allow_tf32: bool, device: torch.device):
+    """Start compiling `g`'s template configs in the compile threads and return at once:
+    lowering then goes on, and `select_gemm`, when it reaches this matmul, waits for these
+    compiles instead of starting its own. Inductor gets the same overlap by compiling every
+    matmul's choices before any is timed (`MultiTemplateBuffer`)."""
+    precompile_all(bare_launchers(g, template_configs(g, backends, allow_tf32, device), allow_tf32), device, wait=False)
+
+
 def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: torch.device,
                 descend: bool = False, persistent: str | None = None) -> GemmSelection:
     """The autotuner: the winning template config (None: ATen) and its table. Choices: ATen (when
@@ -381,10 +405,7 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
     the table is logged (`autotune`) and the winner kept in the on-disk cache under
     (problem, device, tf32, backends, descent). Under the interpreter nothing is timed:
     the first template config is taken."""
-    programs = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-    fma = g.dtype == torch.float32 and not allow_tf32
-    configs = (gemm_configs(g, persistent, programs, fma) if persistent else []) + gemm_configs(g, fma=fma) \
-        if "TRITON" in backends else []
+    configs = template_configs(g, backends, allow_tf32, device, persistent)
     if not configs:
         return GemmSelection(None, [])
     if persistent == "tma" and device.type == "cuda":
@@ -394,9 +415,8 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
                  "timed%s; took the first template config (%s)", g, " (nor coordinate descent)" * descend,
                  config_text(configs[0]))
         return GemmSelection(configs[0], [[None, c] for c in configs])
-    key = json.dumps([str(g), g.a_stride, g.b_stride, g.a_offset, g.b_offset, torch.cuda.get_device_name(device),
-                      allow_tf32, backends, configs, descend])
-    cache = AutotuneCache(key)
+    cache = AutotuneCache(json.dumps([str(g), g.a_stride, g.b_stride, g.a_offset, g.b_offset,
+                                      torch.cuda.get_device_name(device), allow_tf32, backends, configs, descend]))
     if (winner := cache.get()) is not None:
         return GemmSelection(None if winner == "ATEN" else winner, cache.timings())
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -418,8 +438,7 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
                     timings[name] = (math.inf, config)
             return timings[name][0]
         # every config compiled at once, in threads (ptxas and LLVM run outside the GIL), before any is timed
-        compile_s = precompile_all([Launcher(bare_template_module(g, c, allow_tf32, False).gemm, grid(g, c),
-                                             (g.dtype,) * 3, **launch_meta(c)) for c in configs], device)
+        compile_s = precompile_all(bare_launchers(g, configs, allow_tf32), device)
         if "ATEN" in backends:
             aten = torch.bmm if g.op == "bmm" else torch.mm
             timings[f"aten.{g.op}"] = (benchmark(lambda: aten(a, b, out=out)), "ATEN")
