@@ -186,10 +186,13 @@ def test_channels_last_pointwise_loops_in_memory_order():
     assert "explicit vectors (cpp_vec.py): yes" in source and "mi_vload(" in source   # along C
 
 
-@pytest.mark.parametrize("shape", [(2, 32, 4, 16), (2, 20, 5, 7), (1, 64, 1, 17)])
+@pytest.mark.parametrize("shape", [(2, 32, 4, 16), (2, 20, 5, 7), (1, 64, 1, 17), (2, 24, 3, 30)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_transposing_pointwise(shape, dtype):
-    """channels-last in, NCHW out (and back): tiles, full or cut by the loops' ends."""
+def test_transposing_pointwise(shape, dtype, poisoned_buffers):
+    """channels-last in, NCHW out (and back): tiles, full or cut by the loops' ends. A float
+    tile cut short is still transposed in registers where the whole 16 x 16 tile lies inside
+    the input (the rows past the edge read, never stored), else copied by a scalar loop: the
+    last tiles of (2, 24, 3, 30) take the scalar copy, the others the transpose."""
     x = channels_last(*shape).to(dtype)
     s = randn(shape[1], 1, 1).to(dtype)
     to_nchw = lambda x, s: (x * s + 1).contiguous()   # noqa: E731
@@ -199,6 +202,8 @@ def test_transposing_pointwise(shape, dtype):
     (source,) = kernel_sources(to_nchw, x, s)
     if shape == (2, 32, 4, 16) and dtype == torch.float32:
         assert "mi_transpose_16x16" in source and innermost_loop_var(source) == "i3", source
+    if shape == (2, 24, 3, 30) and dtype == torch.float32:
+        assert re.search(r"if \(\(.*\) \+ \d+ < 4320\) \{\s*mi_transpose_16x16", source), source
 
 
 def test_masked_load_in_a_transposing_kernel():

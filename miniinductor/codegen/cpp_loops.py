@@ -25,9 +25,9 @@ tiled kernel of `torch/_inductor/codegen/cpp.py` (`CppTile2DKernel`, `transpose_
 Simplified: only pointwise kernels with static sizes whose stores are affine in the loop
 variables (a store through an index read from memory keeps the default order); the order
 follows the first store alone (Inductor weighs every access); one pair of tiled dims per
-kernel, 16 x 16; float32 tiles are transposed in registers (with AVX-512) only where 16
-divides both tiled dims (other dtypes and sizes: a scalar copy loop); stores are never staged
-through a tile.
+kernel, 16 x 16; float32 tiles are transposed in registers (with AVX-512) where the tile is
+whole (a tile cut by the edge of a dim 16 does not divide, and other dtypes: a scalar copy
+loop); stores are never staged through a tile.
 """
 from __future__ import annotations
 
@@ -100,21 +100,26 @@ def _tile_dim(inner, order, accesses, size):
 
 
 def tile_buffer_code(plan: LoopPlan, name: str, ctype: str, load: str, corner: str, row_stride: int,
-                     full: bool) -> tuple[list[str], str]:
+                     full: bool | str) -> tuple[list[str], str]:
     """A transposed load read tile by tile (Inductor's `transpose_mxn` into a local buffer):
     (the lines that copy the tile's elements of `load` into the local array `name`; what the
     body then reads instead of `load`). The body's loop along `b` then reads the array
     contiguously and vectorizes; g++ does not vectorize it while it gathers from memory (a
-    scalar BatchNorm + ReLU: 1.2 ms, 0.55 with the tile copied by a scalar loop). A `full`
-    float tile (no edge of the loops cuts it) is transposed by `mi_transpose_16x16`
-    (cpp_prelude.h) from `corner`, its first element, whose rows (along `b`) are
-    `row_stride` apart."""
+    scalar BatchNorm + ReLU: 1.2 ms, 0.55 with the tile copied by a scalar loop). A full
+    float tile is transposed by `mi_transpose_16x16` (cpp_prelude.h) from `corner`, its first
+    element, whose rows (along `b`) are `row_stride` apart: every tile where `full` is True,
+    those where the C++ condition `full` holds where it is a string (the loops' edges cut
+    the others, which the scalar loop copies), none where it is False."""
     a_loop, b_loop = plan.loops[-2:]
     a, b = a_loop.var, b_loop.var
     element = f"{name}[{TILE} * ({a} - {a}_tile) + ({b} - {b}_tile)]"
     lines = [f"alignas(64) {ctype} {name}[{TILE} * {TILE}];"]
-    if full and ctype == "float":
-        return lines + [f"mi_transpose_16x16(&{corner}, {row_stride}, {name});"], element
-    return lines + [f"for (int64_t {b} = {b_loop.start}; {b} < {b_loop.end}; {b} += 1) {{",
-                    f"    for (int64_t {a} = {a_loop.start}; {a} < {a_loop.end}; {a} += 1) {{",
-                    f"        {element} = {load};", "    }", "}"], element
+    transpose = f"mi_transpose_16x16(&{corner}, {row_stride}, {name});"
+    scalar = [f"for (int64_t {b} = {b_loop.start}; {b} < {b_loop.end}; {b} += 1) {{",
+              f"    for (int64_t {a} = {a_loop.start}; {a} < {a_loop.end}; {a} += 1) {{",
+              f"        {element} = {load};", "    }", "}"]
+    if full is False or ctype != "float":
+        return lines + scalar, element
+    if full is True:
+        return lines + [transpose], element
+    return lines + [f"if ({full}) {{", f"    {transpose}", "} else {"] + [f"    {line}" for line in scalar] + ["}"], element
