@@ -45,6 +45,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
+import math
 
 import torch
 from torch._functorch.aot_autograd import make_boxed_func
@@ -145,12 +146,30 @@ KERNELS = {
 }
 
 
+def merged_cpp_kernel(group, config, groups) -> CppKernel:
+    """A C++ kernel of `group` whose loops run over the merged `groups` of its dims (a run of
+    dims walked as one, cpp_loops.merged_dims): the nodes' indices are recovered from them."""
+    sizes = [int(n) for n in group.R]
+    kernel = CppKernel(group.kernel_name, [math.prod(sizes[k] for k in g) for g in groups], group.Q, config)
+    kernel.unmerged = (groups, sizes)
+    return with_vector_twin(kernel)
+
+
 def generate_kernel(group, scheduler, config: Config, backend: str, graph=None, removed=None):
     """The kernel of one fused group, its code generated. (`graph`: decide in-place writes;
     `removed`: the buffers kept in registers, for a group the schedule does not hold, else
-    `removable_buffers`.)"""
+    `removable_buffers`.) A C++ kernel that tiles a transpose is generated again over merged
+    loops where its accesses allow (`CppKernel.dims_to_merge`), and kept if it still tiles."""
     make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
-    kernel = make(group, config)
+    kernel = _generate(make(group, config), group, scheduler, graph, removed)
+    if backend == "cpp" and not isinstance(group, ComboGroup) and (groups := kernel.dims_to_merge()):
+        merged = _generate(merged_cpp_kernel(group, config, groups), group, scheduler, graph, removed)
+        if (plan := merged.pointwise_plan()) is not None and plan.tile is not None:
+            return merged
+    return kernel
+
+
+def _generate(kernel, group, scheduler, graph, removed):
     kernel.removed = removable_buffers(group, scheduler, kernel) if removed is None else set(removed)
     # a mutation writes through its input's pointer; so may an output over a dying input
     inplace = {n: scheduler.mutations[n] for n in group.get_names() if n in scheduler.mutations}

@@ -201,7 +201,7 @@ def test_transposing_pointwise(shape, dtype, poisoned_buffers):
     check(to_nhwc, x.contiguous(), s)
     (source,) = kernel_sources(to_nchw, x, s)
     if shape == (2, 32, 4, 16) and dtype == torch.float32:
-        assert "mi_transpose_16x16" in source and innermost_loop_var(source) == "i3", source
+        assert "mi_transpose_16x16" in source and innermost_loop_var(source) == "i2", source   # H*W: one loop
     if shape == (2, 24, 3, 30) and dtype == torch.float32:
         assert re.search(r"if \(\(.*\) \+ \d+ < 4320\) \{\s*mi_transpose_16x16", source), source
 
@@ -228,3 +228,20 @@ def test_conv_output_strides_as_aten_gives_them(x_shape, w_shape):
     (conv,) = [b for b in cg.graph.buffers if isinstance(b, ExternKernel)]
     expected = F.conv2d(x.contiguous(memory_format=torch.channels_last), w).stride()
     assert all(a == b for a, b, n in zip(conv.layout.stride, expected, conv.layout.size) if n != 1)
+
+
+@pytest.mark.parametrize("case", ["merged", "not merged"])
+def test_transposing_kernel_merges_dims_walked_as_one(case, poisoned_buffers):
+    """A transposing C++ kernel runs H and W as one loop where every access walks them as
+    one (CppKernel.dims_to_merge): channels-last [2, 32, 5, 6] written NCHW tiles H*W = 30
+    (one whole tile of 16 and one cut; W = 6 alone is too short to tile). A load that
+    broadcasts along W alone (a [W] bias) keeps them apart: no tiles, W innermost."""
+    x = channels_last(2, 32, 5, 6)
+    extra = randn(32, 1, 1) if case == "merged" else randn(6)
+    fn = lambda x, e: (x * 2 + e).contiguous()   # noqa: E731
+    check(fn, x, extra)
+    (source,) = kernel_sources(fn, x, extra)
+    if case == "merged":
+        assert re.search(r"for \(int64_t i2_tile = 0; i2_tile < 30; i2_tile \+= 16\)", source) and "i3" not in source, source
+    else:
+        assert "tile" not in source and innermost_loop_var(source) == "i3", source

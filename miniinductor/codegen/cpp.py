@@ -61,12 +61,12 @@ import math
 import sympy
 import torch
 
-from ..ir.indexing import cexpr, simplify_with_ranges
+from ..ir.indexing import FloorDiv, ModularIndexing, cexpr, simplify_with_ranges
 from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, affine_strides, canonical_len, compute_dtype, innermost_strides
-from .cpp_loops import TILE, Loop, loop_plan, tile_buffer_code
+from .cpp_loops import TILE, Loop, loop_plan, merged_dims, tile_buffer_code
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -188,6 +188,7 @@ class CppKernel(Kernel):
         self.vec_reason: str | None = "not made with_vector_twin"   # or why there is none
         self.vec_along = None   # where it may have one: var → (twin, why not), for a reordered nest
         self.nodes_seen: list = []   # (a reordered nest's twin follows them again: vector_twin_along)
+        self.unmerged = None   # (groups of the group's dims, their sizes): loops merged (merged_kernel)
 
     def codegen_node(self, node):
         super().codegen_node(node)
@@ -423,13 +424,48 @@ class CppKernel(Kernel):
     def codegen(self) -> str:
         return c_function(self.name, self.codegen_loops, self.params)
 
+    def node_indices(self, node):
+        """With merged loops, each of the group's dims is recovered from its merged loop
+        (`FloorDiv`, `ModularIndexing`: the indices then simplify back to one term in it)."""
+        if self.unmerged is None:
+            return super().node_indices(node)
+        groups, sizes = self.unmerged
+        dims = []
+        for var, group in zip(self.itervars, groups):
+            inner, digits = 1, []
+            for k in reversed(group):
+                digits.append(FloorDiv(var, inner) if k == group[0] else ModularIndexing(var, inner, sizes[k]))
+                inner *= sizes[k]
+            dims += reversed(digits)
+        return node.index_for(dims, self.reduction_vars)
+
+    def pointwise_plan(self):
+        """A pointwise kernel's loop plan (cpp_loops.loop_plan), or None."""
+        if self.reduction_ranges or not all(b.kind == "outer" for b in self.blocks):
+            return None
+        return loop_plan(self.itervars, self.ranges, **{f"{k}s": v for k, v in self.access_strides.items()})
+
+    def dims_to_merge(self) -> list[list[int]] | None:
+        """After codegen: the runs of loops to merge (cpp_loops.merged_dims) where this
+        pointwise kernel transposes (a load contiguous along another dim than its first store)
+        and its dims merge, else None (the caller keeps the merged kernel if it tiles). Merged, an edge cuts fewer tiles: a
+        channels-last [8, 64, 30, 30] written NCHW tiles H*W = 900 (56 whole tiles of 16 and
+        one cut) instead of W = 30 (one whole, one cut) per row; with W = 6 it tiled nothing."""
+        loads, stores = self.access_strides["load"], self.access_strides["store"]
+        if self.reduction_ranges or not all(b.kind == "outer" for b in self.blocks) or self.unmerged is not None \
+                or not stores or stores[0] is None:
+            return None
+        inner = {v for v, stride in stores[0].items() if stride == 1}
+        if not any(a is not None and any(st == 1 and v not in inner for v, st in a.items()) for a in loads):
+            return None   # no load runs along another dim than the store: nothing to tile
+        return merged_dims(self.itervars, self.ranges, self.access_strides["load"] + self.access_strides["store"])
+
     def codegen_loops(self, code):
         """The loop nest and its blocks (a combo kernel runs several in one function). A
         pointwise kernel's loops may be reordered or tiled (cpp_loops.loop_plan)."""
         columns = self.reduces_columns()
         only_outer = all(b.kind == "outer" for b in self.blocks)
-        plan = loop_plan(self.itervars, self.ranges, **{f"{k}s": v for k, v in self.access_strides.items()}) \
-            if only_outer and not self.reduction_ranges else None
+        plan = self.pointwise_plan()
         if plan and plan.tile:
             self.vec, self.vec_reason = None, "its loops are tiled (cpp_loops.py)"
         elif plan and self.vec_along:   # reordered: vectors along the new innermost loop

@@ -26,8 +26,11 @@ Simplified: only pointwise kernels with static sizes whose stores are affine in 
 variables (a store through an index read from memory keeps the default order); the order
 follows the first store alone (Inductor weighs every access); one pair of tiled dims per
 kernel, 16 x 16; float32 tiles are transposed in registers (with AVX-512) where the tile is
-whole (a tile cut by the edge of a dim 16 does not divide, and other dtypes: a scalar copy
-loop); stores are never staged through a tile.
+whole, or wherever reading it whole stays inside the input (else, and for other dtypes: a
+scalar copy loop); stores are never staged through a tile. A transposing kernel's adjacent
+dims that every access walks as one (`merged_dims`, Inductor's `_simplify_loops`) are merged
+first -- by generating the kernel again over the merged loops (compile_fx.generate_kernel) --
+so that fewer tiles are cut: H and W of a [N, C, 30, 30] image tile as 900, not as 30.
 """
 from __future__ import annotations
 
@@ -87,6 +90,24 @@ def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
         end = f"{v}_tile + {TILE}" if size[v] % TILE == 0 else f"std::min<int64_t>({v}_tile + {TILE}, {size[v]})"
         loops.append(Loop(str(v), f"{v}_tile", end, 1, TILE))
     return LoopPlan(loops, (tiled, inner))
+
+
+def merged_dims(itervars, ranges, accesses) -> list[list[int]] | None:
+    """Runs of adjacent loops that every access walks as one loop (Inductor's
+    `_simplify_loops`): dims k and k + 1 merge where each access's stride along k is
+    size[k + 1] times its stride along k + 1 ([N, C, H, W] read channels-last and written
+    NCHW: H and W, 30 x 30 -> 900). The groups of dims, or None: nothing merges, an access
+    is not affine, or a size is symbolic."""
+    if not accesses or any(a is None for a in accesses) or not all(map(is_static, ranges)):
+        return None
+    groups = [[0]] if itervars else []
+    for k in range(1, len(itervars)):
+        u, v = itervars[k - 1], itervars[k]
+        if all(a.get(u, 0) == int(ranges[k]) * a.get(v, 0) for a in accesses):
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    return groups if any(len(g) > 1 for g in groups) else None
 
 
 def _tile_dim(inner, order, accesses, size):

@@ -77,6 +77,7 @@ class CppVecKernel(CppKernel):
     def __init__(self, scalar: CppKernel, dim: int = -1):
         super().__init__(scalar.name, scalar.ranges, scalar.reduction_ranges, scalar.config)
         self.scalar, self.lanes = scalar, vector_lanes()
+        self.unmerged = scalar.unmerged   # (merged loops: the nodes' indices recovered the same way)
         self.x, self.n = self.itervars[dim], self.ranges[dim]   # the vectors' index and its range
         self.masks: set[str] = set()
         self.scalars: dict[str, bool] = {}   # a value constant along the innermost index → is it a float32?
