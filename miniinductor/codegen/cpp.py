@@ -188,7 +188,7 @@ class CppKernel(Kernel):
         self.vec_reason: str | None = "not made with_vector_twin"   # or why there is none
         self.vec_along = None   # where it may have one: var → (twin, why not), for a reordered nest
         self.nodes_seen: list = []   # (a reordered nest's twin follows them again: vector_twin_along)
-        self.unmerged = None   # (groups of the group's dims, their sizes): loops merged (merged_kernel)
+        self.unmerged = None   # (groups of the group's dims, their sizes): loops merged (compile_fx.merged_cpp_kernel)
 
     def codegen_node(self, node):
         super().codegen_node(node)
@@ -439,26 +439,30 @@ class CppKernel(Kernel):
             dims += reversed(digits)
         return node.index_for(dims, self.reduction_vars)
 
+    def is_pointwise(self) -> bool:
+        """No reduction: every block runs once per outer iteration (its loops may be reordered)."""
+        return not self.reduction_ranges and all(b.kind == "outer" for b in self.blocks)
+
     def pointwise_plan(self):
         """A pointwise kernel's loop plan (cpp_loops.loop_plan), or None."""
-        if self.reduction_ranges or not all(b.kind == "outer" for b in self.blocks):
+        if not self.is_pointwise():
             return None
         return loop_plan(self.itervars, self.ranges, **{f"{k}s": v for k, v in self.access_strides.items()})
 
     def dims_to_merge(self) -> list[list[int]] | None:
         """After codegen: the runs of loops to merge (cpp_loops.merged_dims) where this
         pointwise kernel transposes (a load contiguous along another dim than its first store)
-        and its dims merge, else None (the caller keeps the merged kernel if it tiles). Merged, an edge cuts fewer tiles: a
-        channels-last [8, 64, 30, 30] written NCHW tiles H*W = 900 (56 whole tiles of 16 and
-        one cut) instead of W = 30 (one whole, one cut) per row; with W = 6 it tiled nothing."""
+        and its dims merge, else None (the caller keeps the merged kernel if it tiles). Merged,
+        an edge cuts fewer tiles: a channels-last [8, 64, 30, 30] written NCHW tiles H*W = 900
+        (56 whole tiles of 16 and one cut) instead of W = 30 (one whole, one cut) per row; with
+        W = 6 it tiled nothing."""
         loads, stores = self.access_strides["load"], self.access_strides["store"]
-        if self.reduction_ranges or not all(b.kind == "outer" for b in self.blocks) or self.unmerged is not None \
-                or not stores or stores[0] is None:
+        if not self.is_pointwise() or self.unmerged is not None or not stores or stores[0] is None:
             return None
         inner = {v for v, stride in stores[0].items() if stride == 1}
         if not any(a is not None and any(st == 1 and v not in inner for v, st in a.items()) for a in loads):
             return None   # no load runs along another dim than the store: nothing to tile
-        return merged_dims(self.itervars, self.ranges, self.access_strides["load"] + self.access_strides["store"])
+        return merged_dims(self.itervars, self.ranges, loads + stores)
 
     def codegen_loops(self, code):
         """The loop nest and its blocks (a combo kernel runs several in one function). A
@@ -530,11 +534,10 @@ class CppKernel(Kernel):
     def _whole_tile_reads(name, corner_index: str, row_stride) -> str | bool:
         """Where an edge cuts a tile short, the C++ condition under which reading the whole
         16 x 16 tile from `corner_index` still stays inside `name`'s elements (the rows past
-        the edge are the next ones' elements, read and never stored): a channels-last
-        [8, 64, 30, 30] BatchNorm + ReLU written NCHW then transposes nearly every tile in
-        registers, not only those of the first 16 columns: 551 -> 360 us on one thread, 306 ->
-        183 on two (the tiles' compute loops, cut to 14 columns, stay scalar: Inductor's kernel,
-        which merges H and W into one dim of 900, takes 80 on two). False: never."""
+        the edge are the next ones' elements, read and never stored). A channels-last
+        [8, 64, 30, 30] BatchNorm + ReLU written NCHW, tiled along W, then transposed nearly
+        every tile in registers, not only those of the first 16 columns: 551 -> 360 us on one
+        thread (merging H and W since leaves one cut tile per 900 columns). False: never."""
         layout = V.graph.get_buffer(name).layout
         if not (is_static(row_stride) and int(row_stride) > 0 and all(map(is_static, (*layout.size, *layout.stride)))
                 and all(int(st) >= 0 for st in layout.stride)):
