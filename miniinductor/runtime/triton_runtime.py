@@ -84,7 +84,9 @@ def benchmark(fn) -> float:
     their Python front end holds the GIL, which delays the timed launches, and the GPU's
     clock counts the gaps (aten.mm 4096x768x2304 read 0.815 ms instead of 0.383 on an H200)."""
     from triton.testing import do_bench
-    wait_for(list(_in_flight.values()))
+    with _in_flight_lock:
+        pending = list(_in_flight.values())
+    wait_for(pending)
     return do_bench(fn, warmup=5, rep=20)
 
 
@@ -293,6 +295,7 @@ def precompile_all(launchers, device: torch.device | None = None, wait: bool = T
                 shared.append(launcher)
                 continue
             future = _in_flight[key] = _compile_pool.submit(one, launcher)
+            # (no lock in the callback: it runs at once, in this thread, if the compile is done already)
             future.add_done_callback(lambda _, key=key: _in_flight.pop(key, None))
             futures.append(future)
     if wait:
