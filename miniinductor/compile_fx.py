@@ -141,14 +141,16 @@ def removable_buffers(group, scheduler, kernel) -> set[str]:
 
 #: the kernel class of each backend, made for one fused group
 KERNELS = {
-    "cpp": lambda group, config: with_vector_twin(CppKernel(group.kernel_name, group.R, group.Q, config)),
+    "cpp": lambda group, config: cpp_kernel(group, config),
     "triton": lambda group, config: kernel_for_template_group(group, config) or kernel_for_group(group, config),
 }
 
 
-def merged_cpp_kernel(group, config, groups) -> CppKernel:
-    """A C++ kernel of `group` whose loops run over the merged `groups` of its dims (a run of
-    dims walked as one, cpp_loops.merged_dims): the nodes' indices are recovered from them."""
+def cpp_kernel(group, config, groups=None) -> CppKernel:
+    """The C++ kernel of `group`; with `groups`, its loops run over those merged runs of its
+    dims (dims walked as one, cpp_loops.merged_dims), the nodes' indices recovered from them."""
+    if groups is None:
+        return with_vector_twin(CppKernel(group.kernel_name, group.R, group.Q, config))
     sizes = [int(n) for n in group.R]
     kernel = CppKernel(group.kernel_name, [math.prod(sizes[k] for k in g) for g in groups], group.Q, config)
     kernel.unmerged = (groups, sizes)
@@ -163,7 +165,7 @@ def generate_kernel(group, scheduler, config: Config, backend: str, graph=None, 
     make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
     kernel = _generate(make(group, config), group, scheduler, graph, removed)
     if backend == "cpp" and not isinstance(group, ComboGroup) and (groups := kernel.dims_to_merge()):
-        merged = _generate(merged_cpp_kernel(group, config, groups), group, scheduler, graph, removed)
+        merged = _generate(cpp_kernel(group, config, groups), group, scheduler, graph, removed)
         if (plan := merged.pointwise_plan()) is not None and plan.tile is not None:
             return merged
     return kernel

@@ -188,7 +188,7 @@ class CppKernel(Kernel):
         self.vec_reason: str | None = "not made with_vector_twin"   # or why there is none
         self.vec_along = None   # where it may have one: var → (twin, why not), for a reordered nest
         self.nodes_seen: list = []   # (a reordered nest's twin follows them again: vector_twin_along)
-        self.unmerged = None   # (groups of the group's dims, their sizes): loops merged (compile_fx.merged_cpp_kernel)
+        self.unmerged = None   # (groups of the group's dims, their sizes): loops merged (compile_fx.cpp_kernel)
 
     def codegen_node(self, node):
         super().codegen_node(node)

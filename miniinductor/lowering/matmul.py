@@ -151,18 +151,17 @@ def addmm_activation(gm: torch.fx.GraphModule, config: Config) -> int:
     return len(found)
 
 
-def prefetch_gemm_templates(gm: torch.fx.GraphModule, policy: BackendPolicy, config: Config, device) -> int:
+def prefetch_gemm_templates(gm: torch.fx.GraphModule, policy: BackendPolicy, config: Config, device):
     """Under max_autotune on a GPU: start compiling the template configs of every matmul of
     the graph, in the compile threads, before lowering starts (`prefetch_gemm`). Lowering
     then times each matmul's configs when it reaches it, finding them compiled or in flight,
     instead of compiling each matmul's configs in turn (an MLP's two: 4.3 then 2.4 s). The
     shapes and strides come from the FX graph's example values; where lowering later reads
-    an operand through other strides, that compile is wasted, nothing else. Returns how
-    many matmuls were prefetched."""
+    an operand through other strides, that compile is wasted, nothing else."""
     if not (config.max_autotune and policy.gemm_templates and device.type == "cuda") \
             or config.enable_persistent_tma_matmul or "TRITON" not in config.gemm_backends():
-        return 0
-    allow_tf32, found = bool(torch.backends.cuda.matmul.allow_tf32), 0
+        return
+    allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
     for node in gm.graph.nodes:
         operands = {aten.mm.default: node.args[:2], aten.bmm.default: node.args[:2],
                     aten.addmm.default: node.args[1:3]}.get(node.target)
@@ -176,8 +175,6 @@ def prefetch_gemm_templates(gm: torch.fx.GraphModule, policy: BackendPolicy, con
             continue
         if template_problem(layouts, [v.dtype for v in values]) is None:
             prefetch_gemm(Gemm.of(*layouts), config.gemm_backends(), allow_tf32, device)
-            found += 1
-    return found
 
 
 # ----------------------------------------------------------------------------- the lowerings

@@ -280,10 +280,6 @@ def precompile_all(launchers, device: torch.device | None = None, wait: bool = T
         except Exception as exc:  # noqa: BLE001 -- the first launch will compile it (and raise)
             logging.getLogger("miniinductor").debug("precompiling %s failed: %s", launcher.fn, exc)
     start = time.perf_counter()
-    launchers = list(launchers)
-    if len(launchers) <= 1 and wait:
-        list(map(one, launchers))
-        return time.perf_counter() - start
     futures, shared = [], []
     with _in_flight_lock:
         if _compile_pool is None:
