@@ -7,6 +7,8 @@
                                                      # + GPU ms of each kernel, and the autotune tables
     python benchmarks/gemm_gpu.py --only MLP --options '{"coordinate_descent_tuning": true}'
     python benchmarks/gemm_gpu.py --only fwd+bwd --backends ours    # one backend a run (a long cold compile)
+    python benchmarks/gemm_gpu.py --only fwd+bwd --tf32 --backends ours,inductor --profile
+                                                     # the training step with TF32 matmuls, both compilers' kernels
 
 Workloads: an MLP on a 4096x1024 batch (Linear 1024->4096, GELU, Linear 4096->1024) in
 float32 and bfloat16, a GPT-2 block forward (B=8, T=512, d=768) and a GPT-2 block training
@@ -113,7 +115,7 @@ def kernel_times(fn, x, smoke: bool, step=forward, calls: int = 10) -> dict:
 
 
 def print_kernel_times(row: dict):
-    for label in ("eager", "ours", "triton_only", "tma"):
+    for label in ("eager", "ours", "inductor", "triton_only", "tma"):
         if f"{label}_profile" in row:
             print(f"  {row['workload']}, {label}: ms per call of each kernel")
             print("\n".join(f"    {ms:9.4f}  {name[:100]}" for name, ms in row[f"{label}_profile"].items()), flush=True)
@@ -161,6 +163,8 @@ def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool
             inductor, row["inductor_compile_s"], _ = first_call(lambda: torch.compile(module, mode=mode), x, smoke,
                                                                 step=step)
             row["inductor_ms"] = time_ms(inductor, x, smoke, step)
+            if profile:
+                row["inductor_profile"] = kernel_times(inductor, x, smoke, step)
         if "triton_only" in backends:
             triton_only, _, graphs = first_call(lambda: miniinductor.compile(
                 module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference, step)
@@ -219,10 +223,12 @@ def main():
     parser.add_argument("--options", default="{}",
                         help='extra miniinductor options for each of our compiles, as JSON, e.g. '
                              '\'{"coordinate_descent_tuning": true}\'')
+    parser.add_argument("--tf32", action="store_true",
+                        help="float32 matmuls in TF32 (torch.backends.cuda.matmul.allow_tf32) for all; default IEEE")
     args = parser.parse_args()
     if not args.smoke and not torch.cuda.is_available():
         parser.error("needs a GPU (or --smoke)")
-    torch.backends.cuda.matmul.allow_tf32 = False   # IEEE float32 for eager, Inductor and ours alike
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32   # the same float32 precision for eager, Inductor and ours
     backends = args.backends.split(",")
     if unknown := set(backends) - {"ours", "inductor", "triton_only"}:
         parser.error(f"unknown --backends {', '.join(sorted(unknown))}: choose among ours, inductor, triton_only")
