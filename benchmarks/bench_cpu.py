@@ -416,7 +416,8 @@ def bytes_section() -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
-    p.add_argument("--output", type=Path, default=REPO / "docs" / "benchmarks.md")
+    p.add_argument("--output", type=Path, help="the markdown page to rewrite (default: docs/benchmarks.md when every "
+                   "case runs; a run of some --cases only prints, unless --output is given)")
     p.add_argument("--cases", nargs="*", default=[c.name for c in CASES],
                    choices=[c.name for c in CASES])
     p.add_argument("--cpu-time", action="store_true",
@@ -447,6 +448,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  cold compile {b}: {cold[b]}", flush=True)
 
     text = render(rows, copy_gbs, cold, args, command, info) + bytes_section()
+    if args.output is None and set(args.cases) != {c.name for c in CASES}:
+        print("\n" + text + "\nnot written: only some --cases ran (pass --output to write them)")
+        return 0
+    args.output = args.output or REPO / "docs" / "benchmarks.md"
     old = args.output.read_text() if args.output.exists() else ""
     notes = old[old.index(NOTES_MARK):] if NOTES_MARK in old else NOTES_MARK + "\n"   # hand-written, kept
     args.output.parent.mkdir(parents=True, exist_ok=True)

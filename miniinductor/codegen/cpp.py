@@ -149,8 +149,10 @@ REDUCTION_COMBINE = {
     "any": "{acc} = {acc} || {value};",
 }
 OMP_REDUCTION_OP = {"sum": "+", "prod": "*", "any": "||"}
-#: columns per tile of an outer reduction (CppKernel.reduces_columns): accumulators per thread
-COLUMN_TILE = 64
+#: columns per tile of an outer reduction (CppKernel.reduces_columns): accumulators per thread;
+#: the wide tile where every thread still gets one (x.sum(0) of [2048, 2048] on 2 threads: a row's
+#: 256 B at a stride of 8 KB took 389 us, its 1 KB 190-210: the prefetchers stream longer runs)
+COLUMN_TILE, WIDE_COLUMN_TILE = 64, 256
 #: accumulators per reduction of a row (CppKernel._codegen_lane_loops): 4 AVX2 or 2 AVX-512 vectors of floats
 LANES = 32
 
@@ -401,7 +403,7 @@ class CppKernel(Kernel):
 
     def reduces_columns(self) -> bool:
         """Loop over the reduction outside the innermost output loop (Inductor's C++ "outer
-        reduction"), in tiles of COLUMN_TILE columns? Yes for one reduction block followed by
+        reduction"), in tiles of COLUMN_TILE or WIDE_COLUMN_TILE columns? Yes for one reduction block followed by
         `outer` blocks only, foldable reductions (not argmax/argmin), and a load that walks
         memory in order along the innermost output index but strides along the reduction (a
         column sum). A row load beside it (x.sum(0) fused with x.amax(1)) still reuses each
@@ -479,8 +481,10 @@ class CppKernel(Kernel):
         x, n = self.itervars[-1] if self.itervars else None, self.ranges[-1] if self.ranges else None
         if self.vec:
             x, n = self.vec.x, self.vec.n
-        if columns:   # the innermost output loop walks tiles of COLUMN_TILE columns
-            loops[-1] = Loop(f"{x}_tile", "0", self.size(n), COLUMN_TILE, -(-self.hint(n) // COLUMN_TILE))
+        if columns:   # the innermost output loop walks tiles of columns
+            wide = self.hint(n) >= WIDE_COLUMN_TILE * torch.get_num_threads()
+            self.column_tile = WIDE_COLUMN_TILE if wide else COLUMN_TILE
+            loops[-1] = Loop(f"{x}_tile", "0", self.size(n), self.column_tile, -(-self.hint(n) // self.column_tile))
         if self.vec:   # ... or vectors (and a tail), which the threads share only if it is the only loop
             loops[-1] = Loop(str(x), "0", self.size(n), self.vec.lanes, -(-self.hint(n) // self.vec.lanes))
         code.writeline(f"// explicit vectors (cpp_vec.py): {'no, ' + self.vec_reason if self.vec_reason else 'yes'}")
@@ -558,9 +562,10 @@ class CppKernel(Kernel):
         """
         x, block = self.itervars[-1], self.blocks[0]
         accs = [var for op, acc in block.omp_reductions for var in _state(op, acc)]
-        code.writeline(f"const int64_t {x}_end = std::min<int64_t>({x}_tile + {COLUMN_TILE}, {self.size(self.ranges[-1])});")
-        code.writelines(f"{self.accumulators[acc][0]} {acc}_tile[{COLUMN_TILE}];" for acc in accs)
-        code.writeline(f"for (int64_t t = 0; t < {COLUMN_TILE}; t += 1) {{ "
+        tile = self.column_tile
+        code.writeline(f"const int64_t {x}_end = std::min<int64_t>({x}_tile + {tile}, {self.size(self.ranges[-1])});")
+        code.writelines(f"{self.accumulators[acc][0]} {acc}_tile[{tile}];" for acc in accs)
+        code.writeline(f"for (int64_t t = 0; t < {tile}; t += 1) {{ "
                        + " ".join(f"{acc}_tile[t] = {self.accumulators[acc][1]};" for acc in accs) + " }")
         code.writelines(f"int64_t {acc}_weight = 0;" for acc in _welfords(block))   # the tile's columns share it
         tile_loop = f"for (int64_t {x} = {x}_tile; {x} < {x}_end; {x} += 1) {{"
