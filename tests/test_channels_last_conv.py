@@ -57,6 +57,12 @@ def conv_input_strides(cg) -> list[tuple]:
     return [tuple(x.layout.stride) for x in conv_inputs(cg)]
 
 
+def conv_weight_strides(cg) -> list[tuple]:
+    from miniinductor.ir.nodes import ExternKernel
+    return [tuple(b.args[1].layout.stride) for b in cg.graph.buffers
+            if isinstance(b, ExternKernel) and b.op is torch.ops.aten.convolution.default]
+
+
 @pytest.mark.parametrize("shape", [(2, 16, 12, 12), (3, 16, 7, 9)])
 def test_conv_bn_relu_inference(shape):
     model = conv_bn_relu()
@@ -66,6 +72,7 @@ def test_conv_bn_relu_inference(shape):
     n, c, h, w = shape
     assert cg.graph.layout_opt
     assert conv_input_strides(cg) == [(c * h * w, 1, w * c, c)], cg.wrapper_source
+    assert conv_weight_strides(cg) == [(144, 1, 48, 16)], cg.wrapper_source   # [16, 16, 3, 3] channels-last
     allocated = (rf"= empty_strided_cpu\(\({n}, {c}, {h}, {w}\), \({c * h * w}, 1, {w * c}, {c}\)",   # Python wrapper
                  rf"= mi_empty\({{{n}, {c}, {h}, {w}}}, {{{c * h * w}, 1, {w * c}, {c}}}")          # C++ (cpp_wrapper)
     assert any(re.search(pattern, cg.wrapper_source) for pattern in allocated), cg.wrapper_source
@@ -78,7 +85,10 @@ def test_channels_last_input_is_not_copied():
         (cg,) = compiled_graphs(model, channels_last(2, 16, 10, 10))
     from miniinductor.ir.nodes import InputBuffer
     assert [type(x) for x in conv_inputs(cg)] == [InputBuffer]   # the graph input itself
-    assert "empty_strided_cpu" not in cg.wrapper_source.split("def call")[1].split("aten.convolution")[0]
+    before_conv = cg.wrapper_source.split("def call")[1].split("aten.convolution")[0]
+    # the one buffer made before the convolution is the weight's copy, channels-last (as Inductor's)
+    assert re.findall(r"empty_strided_cpu\(([^)]*\)), \(([^)]*)\)", before_conv) == [("(16, 16, 3, 3)", "144, 1, 48, 16")], \
+        before_conv
 
 
 def test_value_feeding_a_conv_is_stored_channels_last():
