@@ -424,10 +424,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="time by process CPU time (with OMP_NUM_THREADS=1, on a loaded machine)")
     p.add_argument("--repeats", type=int, help="samples per backend (default 15; 3 with --quick)")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-compile subprocesses")
+    p.add_argument("--sample-ms", type=float, help="length of one sample, the unit of interleaving (default 200; "
+                   "20 with --quick): shorter samples and more --repeats spread a noisy machine's drift finer")
     args = p.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 15)
     CLOCK[0] = time.process_time if args.cpu_time else time.perf_counter
-    args.target_ms = 20.0 if args.quick else 200.0
+    args.target_ms = args.sample_ms or (20.0 if args.quick else 200.0)
     command = "python benchmarks/bench_cpu.py" + (" " + " ".join(argv if argv is not None
                                                               else sys.argv[1:])).rstrip()
 
