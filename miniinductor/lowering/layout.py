@@ -13,11 +13,12 @@ Measured at [8, 64, 32, 32] x Conv2d(64, 64, 3), two shared cores (`benchmarks/b
 conv_bn_relu, docs/benchmarks.md): ATen's convolution alone took 4.6-6.7 ms on an NCHW input
 (it varies from process to process) and 3.9-4.4 ms on a channels-last one; our copy to
 channels-last 0.13 ms and the transposing BN + ReLU 0.21 ms (0.29 ms in place, NCHW). The
-weight is converted too, as Inductor does: on an AMD EPYC (2 threads, scratch `conv_lay.py`) that
-convolution took 2.51 ms NCHW, 2.41 with a channels-last input and an NCHW weight (which ATen
-then copies to channels-last inside the call: `aten::clone`, ~30 us), 2.38 with both; the
-ResNet stem's 7x7 convolution of [8, 3, 112, 112] 6.9 / 2.47 / 2.38 ms. Our copy of the
-[64, 64, 3, 3] weight is a kernel of 147 KB.
+weight is converted too, as Inductor does: on an AMD EPYC (2 threads; docs/benchmarks.md, "Wider
+column tiles, the convolution weight channels-last") that convolution took 2.51 ms NCHW, 2.41
+with a channels-last input and an NCHW weight (which ATen then copies to channels-last inside
+the call: `aten::clone`, ~30 us), 2.38 with both; the ResNet stem's 7x7 convolution of [8, 3,
+112, 112] 6.9 / 2.47 / 2.38 ms. Our copy of the [64, 64, 3, 3] weight (147 KB) shares a combo
+kernel with the input's.
 
 On the GPU cuDNN's NCHW path reorders too (`nchwToNhwcKernel` inside the call, then an
 sm80 NCHW kernel): conv-BN-ReLU eval at [32, 64, 56, 56] on an H100 took 99.0 us of GPU time a
@@ -34,8 +35,8 @@ Simplified against Inductor:
     `convolution_backward` stays NCHW. Symbolic sizes keep NCHW too: the copies would be
     gathers there (cpp_loops.py tiles static sizes only), costing what the convolution gains.
   * The input and the weight are copied to channels-last at every call (with freezing, Inductor
-    converts a constant weight once). Non-transposed 4-D floating-point convolutions only. The decision is logged (`miniinductor` logger, INFO)
-    and kept in `GraphLowering.layout_opt`.
+    converts a constant weight once). Non-transposed 4-D floating-point convolutions only. The
+    decision is logged (`miniinductor` logger, INFO) and kept in `GraphLowering.layout_opt`.
 """
 from __future__ import annotations
 
