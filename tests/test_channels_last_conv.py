@@ -255,3 +255,20 @@ def test_transposing_kernel_merges_dims_walked_as_one(case, poisoned_buffers):
         assert re.search(r"for \(int64_t i2_tile = 0; i2_tile < 30; i2_tile \+= 16\)", source) and "i3" not in source, source
     else:
         assert "tile" not in source and innermost_loop_var(source) == "i3", source
+
+
+def test_transposing_kernel_computes_per_channel_values_once_per_row(poisoned_buffers):
+    """Inside a tile, what does not vary along the innermost loop (a per-channel 1/sqrt(var +
+    eps), as a BatchNorm's) is computed before that loop, once per row of the tile; a tile cut
+    short by an edge (H*W = 30: one whole tile of 16, one of 14) gets its own copy of the loops,
+    the whole ones loop to a constant 16 (CppKernel._codegen_tile)."""
+    x, var = channels_last(2, 32, 5, 6), randn(32, 1, 1).abs()
+    fn = lambda x, v: ((x - 1) / torch.sqrt(v + 1e-5)).relu().contiguous()   # noqa: E731
+    check(fn, x, var)
+    (source,) = kernel_sources(fn, x, var)
+    lines = [line.strip() for line in source.splitlines()]
+    whole = lines.index("if (i2_tile + 16 <= 30) {")
+    inner = lines.index("for (int64_t i2 = i2_tile; i2 < i2_tile + 16; i2 += 1) {")
+    sqrt = next(k for k, line in enumerate(lines) if "std::sqrt" in line)
+    assert whole < sqrt < inner and "std::min<int64_t>(i2_tile + 16, 30)" in source, source
+    assert not any("std::sqrt" in line for line in lines[inner:lines.index("} else {", inner)]), source

@@ -49,6 +49,7 @@ class Loop:
     end: str
     step: int
     trips: int     # iterations (for the parallel pragma's heuristic)
+    edge: int | None = None   # a loop inside a tile that the dim's edge cuts short: the dim's size
 
 
 @dataclasses.dataclass
@@ -88,7 +89,7 @@ def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
         return LoopPlan(loops)
     for v in (tiled, inner):
         end = f"{v}_tile + {TILE}" if size[v] % TILE == 0 else f"std::min<int64_t>({v}_tile + {TILE}, {size[v]})"
-        loops.append(Loop(str(v), f"{v}_tile", end, 1, TILE))
+        loops.append(Loop(str(v), f"{v}_tile", end, 1, TILE, None if size[v] % TILE == 0 else size[v]))
     return LoopPlan(loops, (tiled, inner))
 
 
