@@ -413,6 +413,17 @@ def bytes_section() -> str:
     return "\n".join(lines) + "\n"
 
 
+def steady_malloc(trim_bytes: int = 1 << 30, mmap_bytes: int = 1 << 25):
+    """glibc's M_TRIM_THRESHOLD (-1) and M_MMAP_THRESHOLD (-3), fixed: blocks up to 32 MB come
+    from the heap and free memory is kept up to 1 GB, whatever the process freed before. With
+    the dynamic defaults, conv_bn_relu's compiled call page-faulted 120 times a call in one
+    process and 26 in another (docs/benchmarks.md)."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    if not (libc.mallopt(-1, trim_bytes) and libc.mallopt(-3, mmap_bytes)):
+        raise RuntimeError("mallopt refused the thresholds (not glibc?)")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="fewer iterations (smoke run)")
@@ -424,9 +435,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="time by process CPU time (with OMP_NUM_THREADS=1, on a loaded machine)")
     p.add_argument("--repeats", type=int, help="samples per backend (default 15; 3 with --quick)")
     p.add_argument("--no-cold", action="store_true", help="skip the cold-compile subprocesses")
+    p.add_argument("--steady-malloc", action="store_true",
+                   help="fix glibc's malloc thresholds first (mallopt), the same for all three backends: by default "
+                   "glibc moves them as the process frees large blocks, and a process whose thresholds stayed low "
+                   "returns a call's buffers to the OS at its end and page-faults them back in at the next call")
     p.add_argument("--sample-ms", type=float, help="length of one sample, the unit of interleaving (default 200; "
                    "20 with --quick): shorter samples and more --repeats spread a noisy machine's drift finer")
     args = p.parse_args(argv)
+    if args.steady_malloc:
+        steady_malloc()
     args.repeats = args.repeats or (3 if args.quick else 15)
     CLOCK[0] = time.process_time if args.cpu_time else time.perf_counter
     args.target_ms = args.sample_ms or (20.0 if args.quick else 200.0)

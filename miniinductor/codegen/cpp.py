@@ -553,7 +553,8 @@ class CppKernel(Kernel):
             } else { ...the same loops to std::min<int64_t>(i2_tile + 16, 900)... }
         """
         code.writelines(self.tile_prologue)
-        hoisted, body = _split_invariant([line for block in self.blocks for line in block.body.lines], loops[-1].var)
+        lines = [line for block in self.blocks for line in block.body.getvalue().splitlines()]   # as splice() sees them
+        hoisted, body = _split_invariant(lines, loops[-1].var)
         cut = [loop for loop in loops if loop.edge is not None]
 
         def write(loops):
