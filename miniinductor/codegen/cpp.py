@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 
 import sympy
 import torch
@@ -68,7 +67,7 @@ from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, affine_strides, canonical_len, compute_dtype, innermost_strides
-from .cpp_loops import TILE, Loop, loop_plan, merged_dims, tile_buffer_code
+from .cpp_loops import TILE, Loop, loop_plan, merged_dims, split_invariant, tile_buffer_code
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -554,7 +553,7 @@ class CppKernel(Kernel):
         """
         code.writelines(self.tile_prologue)
         lines = [line for block in self.blocks for line in block.body.getvalue().splitlines()]   # as splice() sees them
-        hoisted, body = _split_invariant(lines, loops[-1].var)
+        hoisted, body = split_invariant(lines, loops[-1].var)
         cut = [loop for loop in loops if loop.edge is not None]
 
         def write(loops):
@@ -739,24 +738,6 @@ class CppKernel(Kernel):
         if k == len(self.reduction_ranges) - 1:
             return [f"#pragma omp simd{clause}"]
         return []
-
-
-_ASSIGNMENT = re.compile(r"auto (tmp\d+) = (.*);")
-
-
-def _split_invariant(lines: list[str], var: str) -> tuple[list[str], list[str]]:
-    """(the `auto tmpN = ...;` lines that do not vary along the loop over `var`, the rest), each
-    in order: a line stays in the loop if it names `var`, a value defined in the loop, or a
-    buffer the kernel writes (`out_ptr`, `in_out_ptr`: a store in the loop may change it)."""
-    varying, hoisted, rest = set(), [], []
-    for line in lines:
-        found = _ASSIGNMENT.fullmatch(line.strip())
-        if found and not re.search(rf"\b{var}\b|out_ptr", found[2]) and not set(re.findall(r"\btmp\d+\b", found[2])) & varying:
-            hoisted.append(line.strip())
-        else:
-            rest.append(line)
-            varying.update(re.findall(r"auto (tmp\d+)", line))
-    return hoisted, rest
 
 
 def _replaced(buffer: IndentedBuffer, old: str, new: str) -> IndentedBuffer:

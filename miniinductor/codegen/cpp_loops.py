@@ -31,10 +31,13 @@ scalar copy loop); stores are never staged through a tile. A transposing kernel'
 dims that every access walks as one (`merged_dims`, Inductor's `_simplify_loops`) are merged
 first -- by generating the kernel again over the merged loops (compile_fx.generate_kernel) --
 so that fewer tiles are cut: H and W of a [N, C, 30, 30] image tile as 900, not as 30.
+Inside a tile, the body's values that do not vary along `b` are computed once per row
+(`split_invariant`), and whole tiles loop to a constant 16 (CppKernel._codegen_tile).
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from ..ir.sizevars import is_static
 
@@ -145,3 +148,21 @@ def tile_buffer_code(plan: LoopPlan, name: str, ctype: str, load: str, corner: s
     if full is True:
         return lines + [transpose], element
     return lines + [f"if ({full}) {{", f"    {transpose}", "} else {"] + [f"    {line}" for line in scalar] + ["}"], element
+
+
+ASSIGNMENT = re.compile(r"auto (tmp\d+) = (.*);")
+
+
+def split_invariant(lines: list[str], var: str) -> tuple[list[str], list[str]]:
+    """(the `auto tmpN = ...;` lines that do not vary along the loop over `var`, the rest), each
+    in order: a line stays in the loop if it names `var`, a value defined in the loop, or a
+    buffer the kernel writes (`out_ptr`, `in_out_ptr`: a store in the loop may change it)."""
+    varying, hoisted, rest = set(), [], []
+    for line in lines:
+        found = ASSIGNMENT.fullmatch(line.strip())
+        if found and not re.search(rf"\b{var}\b|out_ptr", found[2]) and not set(re.findall(r"\btmp\d+\b", found[2])) & varying:
+            hoisted.append(line.strip())
+        else:
+            rest.append(line)
+            varying.update(re.findall(r"auto (tmp\d+)", line))
+    return hoisted, rest
