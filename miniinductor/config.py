@@ -68,6 +68,8 @@ PRESETS = {
 
 #: the values `autocast_dtype` takes
 AUTOCAST_DTYPES = ("bfloat16", "float16")
+#: the float32 dots a GEMM template may use with TF32 off (Triton's `input_precision`)
+GEMM_FP32_PRECISIONS = ("ieee", "tf32x3")
 #: what `max_autotune_gemm_backends` may list (comma-separated)
 GEMM_BACKENDS = ("ATEN", "TRITON", "CUTLASS")
 #: Inductor's spellings of our options (`torch._inductor.config`), accepted as the same
@@ -92,6 +94,8 @@ class Config:
     "With max_autotune, Triton kernels: matmul choices, 'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN' (CUTLASS: skipped)."
     enable_persistent_tma_matmul: bool = False
     "With max_autotune and Triton GEMM templates: persistent templates among the choices, TMA loads on compute capability 9.0+ (and the interpreter)."
+    gemm_fp32_precision: str = "ieee"
+    "With max_autotune, a float32 GEMM template's dot where TF32 is off: 'ieee' (as cuBLAS) or 'tf32x3' (3 TF32 products: faster, not eager's bits)."
     coordinate_descent_tuning: bool = False
     "With max_autotune: from the fastest GEMM template config, double or halve each block size, warps and stages while that is faster (GPU)."
     trace: str | None = dataclasses.field(default_factory=lambda: os.environ.get("MINIINDUCTOR_TRACE") or None)
@@ -188,6 +192,7 @@ class Config:
             raise ValueError(f"max_autotune_gemm_backends lists {', '.join(map(repr, bad))}: valid backends are "
                              f"{', '.join(GEMM_BACKENDS)}, comma-separated (e.g. 'ATEN,TRITON' or 'TRITON')")
         _check_choice("cpu_backend", config.cpu_backend, ("cpp", "triton"))
+        _check_choice("gemm_fp32_precision", config.gemm_fp32_precision, GEMM_FP32_PRECISIONS)
         _check_choice("autocast_dtype", config.autocast_dtype, AUTOCAST_DTYPES)
         return config
 

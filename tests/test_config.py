@@ -39,6 +39,7 @@ def non_default_options(tmp_path) -> dict:
         "max_autotune": True,
         "max_autotune_gemm_backends": "ATEN",
         "coordinate_descent_tuning": True,
+        "gemm_fp32_precision": "tf32x3",
         "trace": str(tmp_path / "trace"),
         "fallback_all": True,
         "fallback_ops": ("aten.mul.Tensor",),

@@ -455,6 +455,27 @@ def test_ieee_float32_skips_the_widest_tile():
     assert (128, 256) in configs(torch.float32, False) and (128, 256) in configs(torch.bfloat16, False)
 
 
+@pytest.mark.parametrize("allow_tf32", [False, True])
+def test_gemm_fp32_precision_option(monkeypatch, allow_tf32):
+    """gemm_fp32_precision="tf32x3" writes Triton's three-product TF32 dot into a float32
+    template where TF32 is off; where eager would use TF32 (allow_tf32), the template does too,
+    whatever the option. The default stays IEEE. (The interpreter multiplies in float32 for
+    any `input_precision`: the result is checked here, its speed and error on an H100 in
+    docs/benchmarks_gpu.md.) A bad value names the valid ones."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", allow_tf32)
+
+    def f(x, w, b):
+        return torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b))
+    args = randn(21, 30), randn(26, 30), randn(26)
+    for option, dot in (("ieee", "tf32" if allow_tf32 else "ieee"), ("tf32x3", "tf32" if allow_tf32 else "tf32x3")):
+        out, expected, graphs = run(f, *args, **TRITON_ONLY, gemm_fp32_precision=option)
+        check(out, expected, torch.float32)
+        (source,) = [k.source for g in graphs for k in g.kernels.values()]
+        assert aten_matmuls(graphs) == [] and f"input_precision={dot!r}" in source, (option, source)
+    with pytest.raises(ValueError, match="gemm_fp32_precision.*'ieee', 'tf32x3'"):
+        Config.from_options({"gemm_fp32_precision": "tf32"})
+
+
 def test_prefetched_matmuls_are_the_ones_lowering_autotunes(monkeypatch):
     """`prefetch_gemm_templates` starts compiling, from the FX graph's example values, the
     matmuls that lowering will then autotune: the same problems (shapes, strides, offsets),
@@ -556,3 +577,21 @@ def test_autotune_compile_benchmark_runs():
     for row in rows:
         assert row["compile_s"] > 0 and row["rel_err"] < (2e-2 if row["workload"] == "mlp16" else 1e-5), row
         assert row["grad_err"] < 1e-5, row
+
+
+@pytest.mark.sweep
+def test_fp32_dot_benchmark_runs():
+    """benchmarks/fp32_dot_gpu.py (the measurement behind gemm_fp32_precision) in its --smoke
+    mode: the three precisions' matmuls against a float64 product (the interpreter multiplies
+    in float32 whatever the precision: errors of float32 rounding, under 1e-6 relative to
+    the largest element for K = 32), and inf/NaN operands giving inf/NaN where eager's do."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "fp32_dot_gpu.py"
+    done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    errors = [float(e) for e in re.findall(r"error max ([0-9.e+-]+)", done.stdout)]
+    assert len(errors) == 4 and all(e < 1e-6 for e in errors), done.stdout
+    assert done.stdout.count("where eager's are: True") == 8, done.stdout

@@ -169,6 +169,22 @@ except Exception as exc:   # (Dynamo may wrap the compiler's ValueError)
     assert "ATEN" in message and "TRITON" in message
 
 # %% [markdown]
+# Float32 precision follows eager: IEEE products unless
+# `torch.backends.cuda.matmul.allow_tf32` asks for TF32. An IEEE `tl.dot` runs on the FMA
+# units, and on an H100 it reaches only half of cuBLAS's float32 speed on a Linear's weight.
+# `gemm_fp32_precision="tf32x3"` asks for Triton's three-product TF32 dot instead: each
+# operand is split into a TF32 number and a TF32 remainder, and big*big + big*small +
+# small*big runs on the tensor cores (1.8x cuBLAS's IEEE float32 on the MLP of
+# docs/benchmarks_gpu.md, and nearer a float64 product than either IEEE result there; not
+# eager's bits). The template's `tl.dot` line says which one it got:
+
+# %%
+(tf32x3_kernel,) = compile_and_check(linear_gelu, x, w, b, **options, gemm_fp32_precision="tf32x3").kernels.values()
+dot_line = next(line.strip() for line in tf32x3_kernel.source.splitlines() if "tl.dot" in line)
+print(dot_line)
+assert ("'tf32'" if torch.backends.cuda.matmul.allow_tf32 else "'tf32x3'") in dot_line
+
+# %% [markdown]
 # ## 4. Timing (GPU only)
 #
 # On a GPU, time the three: eager (cuBLAS, then a GELU kernel), our ATen + pointwise

@@ -59,9 +59,9 @@ def timer_for(device: torch.device):
 
 @contextlib.contextmanager
 def template_config(template, config: dict):
-    """Inside the block the TemplateBuffer generates with `config` (its allow_tf32 kept)."""
+    """Inside the block the TemplateBuffer generates with `config` (its precision kept)."""
     saved = template.config
-    template.config = {**config, "allow_tf32": saved["allow_tf32"]}
+    template.config = {**config, "precision": saved["precision"]}
     try:
         yield
     finally:
@@ -130,7 +130,7 @@ def tune_group(group, make_kernel, index: int, timer) -> str | None:
     fused winner and return None, or return why the group is better split."""
     template = next(n for n in group.nodes if n.is_template).node
     device = template.get_device()
-    winner = {k: v for k, v in template.config.items() if k != "allow_tf32"}
+    winner = {k: v for k, v in template.config.items() if k != "precision"}
     table = sorted(template.timings, key=lambda t: t[0] or 0)   # (untimed: None, in order)
     configs = [c for _, c in table if c != "ATEN"] or [winner]
     bare_ms = min((ms for ms, _ in table if ms is not None), default=None)
@@ -149,7 +149,7 @@ def tune_group(group, make_kernel, index: int, timer) -> str | None:
         result = time_choices(variants, alone, epilogue, bare_ms, table, timer, device)
         cache.put(result)
     if result["fused"] is not None:
-        template.config = {**result["fused"], "allow_tf32": template.config["allow_tf32"]}
+        template.config = {**result["fused"], "precision": template.config["precision"]}
         return None
     return (f"benchmarked: the fused kernel takes {result['fused_ms']:.4g} ms at best, the template alone "
             f"{result['template_ms']:.4g} ms + its epilogue as a kernel {result['epilogue_ms']:.4g} ms")

@@ -26,7 +26,12 @@ kept apart from it where that is faster (codegen/epilogue_tuning.py).
 
 Precision as eager: float32 operands multiply in IEEE float32 unless
 `torch.backends.cuda.matmul.allow_tf32` (read at compile time) asks for TF32; float16 and
-bfloat16 operands accumulate in float32 and round once at the store. Under Triton's
+bfloat16 operands accumulate in float32 and round once at the store. The option
+`gemm_fp32_precision="tf32x3"` asks instead for Triton's three-product TF32 dot (each operand
+split into a TF32 part and a TF32 remainder, the remainders' product dropped): tensor cores,
+about 1.8x cuBLAS's IEEE float32 on an H100 where an IEEE `tl.dot` reaches 0.5x, and closer to
+a float64 product than either IEEE result on the data measured (docs/benchmarks_gpu.md), but
+not the same bits as eager. The `precision` argument below is Triton's `input_precision`. Under Triton's
 interpreter a bfloat16 `tl.dot` is wrong (Triton 3.9: NumPy has no bfloat16), so there the
 operands are widened to float32 first: the same products, exactly, in the same accumulator.
 
@@ -161,7 +166,7 @@ def tma_problem(g: Gemm) -> str | None:
 
 
 # --------------------------------------------------------------------------- the template
-def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr: str, b_ptr: str) -> list[str]:
+def gemm_source(g: Gemm, config: dict, precision: str, interpret: bool, a_ptr: str, b_ptr: str) -> list[str]:
     """The template's body up to the epilogue: `acc` holds this program's tile, `rm`/`rn`
     its rows and columns, `idx_b` its batch; then the tile's x/r block (`xindex`, `xmask`,
     `rindex`, `rmask`) that the epilogue is written against. A persistent config
@@ -176,7 +181,7 @@ def gemm_source(g: Gemm, config: dict, allow_tf32: bool, interpret: bool, a_ptr:
     hint = lambda v, n, block: (f"tl.max_contiguous(tl.multiple_of({v} % {n}, {block}), {block})"  # noqa: E731
                                 if n % block == 0 else f"{v} % {n}")   # (a wrapped tile is not contiguous)
     if g.dtype == torch.float32:
-        dot = f"tl.dot(a, b, input_precision={'tf32' if allow_tf32 else 'ieee'!r})"
+        dot = f"tl.dot(a, b, input_precision={precision!r})"
     elif g.dtype == torch.bfloat16 and interpret:   # see the module docstring
         dot = "tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision='ieee')"
     else:
@@ -319,7 +324,7 @@ class TritonTemplateKernel(TritonKernel):
 
     def _codegen_program(self, code: IndentedBuffer):
         config = self.template.config
-        code.writelines(gemm_source(self.gemm, config, config["allow_tf32"],
+        code.writelines(gemm_source(self.gemm, config, config["precision"],
                                     self.template.get_device().type == "cpu", self.a_ptr, self.b_ptr))
         with code.indent(1 if config.get("persistent") else 0):   # a persistent kernel: inside its tile loop
             code.writelines(self._var_definitions(self._x_dims, "xindex") + self._var_definitions(self._r_dims, "rindex"))
@@ -344,13 +349,13 @@ def config_text(config: dict) -> str:
 
 
 # --------------------------------------------------------------------------- the autotuner
-def bare_template_module(g: Gemm, config: dict, allow_tf32: bool, interpret: bool):
+def bare_template_module(g: Gemm, config: dict, precision: str, interpret: bool):
     """The template alone (its tile stored as is): what the autotuner times."""
     code = IndentedBuffer()
     code.writelines(["import triton", "import triton.language as tl", "", "",
                      "@triton.jit", "def gemm(in_ptr0, in_ptr1, out_ptr0, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):"])
     with code.indent():
-        code.writelines(gemm_source(g, config, allow_tf32, interpret, "in_ptr0", "in_ptr1"))
+        code.writelines(gemm_source(g, config, precision, interpret, "in_ptr0", "in_ptr1"))
         code.writeline(("    " if config.get("persistent") else "")
                        + f"tl.store(out_ptr0 + ({g.N} * xindex + rindex), acc.to({TRITON_TYPE[g.dtype]}), xmask & rmask)")
     return load_module(code.getvalue() + "\n", "gemm")
@@ -371,31 +376,31 @@ class GemmSelection:
     timings: list
 
 
-def template_configs(g: Gemm, backends: tuple, allow_tf32: bool, device: torch.device,
+def template_configs(g: Gemm, backends: tuple, precision: str, device: torch.device,
                      persistent: str | None = None) -> list[dict]:
     """The template configs the autotuner times for `g` ([] unless TRITON is a backend)."""
     if "TRITON" not in backends:
         return []
     programs = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-    fma = g.dtype == torch.float32 and not allow_tf32
+    fma = g.dtype == torch.float32 and precision == "ieee"
     return (gemm_configs(g, persistent, programs, fma) if persistent else []) + gemm_configs(g, fma=fma)
 
 
-def bare_launchers(g: Gemm, configs, allow_tf32: bool) -> list[Launcher]:
+def bare_launchers(g: Gemm, configs, precision: str) -> list[Launcher]:
     """A `Launcher` of the bare template per config (what `precompile_all` compiles)."""
-    return [Launcher(bare_template_module(g, c, allow_tf32, False).gemm, grid(g, c), (g.dtype,) * 3, **launch_meta(c))
+    return [Launcher(bare_template_module(g, c, precision, False).gemm, grid(g, c), (g.dtype,) * 3, **launch_meta(c))
             for c in configs]
 
 
-def prefetch_gemm(g: Gemm, backends: tuple, allow_tf32: bool, device: torch.device):
+def prefetch_gemm(g: Gemm, backends: tuple, precision: str, device: torch.device):
     """Start compiling `g`'s template configs in the compile threads and return at once:
     lowering then goes on, and `select_gemm`, when it reaches this matmul, waits for these
     compiles instead of starting its own. Inductor gets the same overlap by compiling every
     matmul's choices before any is timed (`MultiTemplateBuffer`)."""
-    precompile_all(bare_launchers(g, template_configs(g, backends, allow_tf32, device), allow_tf32), device, wait=False)
+    precompile_all(bare_launchers(g, template_configs(g, backends, precision, device), precision), device, wait=False)
 
 
-def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: torch.device,
+def select_gemm(g: Gemm, layouts, backends: tuple, precision: str, device: torch.device,
                 descend: bool = False, persistent: str | None = None) -> GemmSelection:
     """The autotuner: the winning template config (None: ATen) and its table. Choices: ATen (when
     in `backends`) and `gemm_configs(g)` (when TRITON is), and before those, with
@@ -403,9 +408,9 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
     random operands of the real shapes and strides, then (`descend`: the option
     coordinate_descent_tuning) `coordinate_descent` walks from the fastest template config;
     the table is logged (`autotune`) and the winner kept in the on-disk cache under
-    (problem, device, tf32, backends, descent). Under the interpreter nothing is timed:
+    (problem, device, precision, backends, descent). Under the interpreter nothing is timed:
     the first template config is taken."""
-    configs = template_configs(g, backends, allow_tf32, device, persistent)
+    configs = template_configs(g, backends, precision, device, persistent)
     if not configs:
         return GemmSelection(None, [])
     if persistent == "tma" and device.type == "cuda":
@@ -416,7 +421,7 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
                  config_text(configs[0]))
         return GemmSelection(configs[0], [[None, c] for c in configs])
     cache = AutotuneCache(json.dumps([str(g), g.a_stride, g.b_stride, g.a_offset, g.b_offset,
-                                      torch.cuda.get_device_name(device), allow_tf32, backends, configs, descend]))
+                                      torch.cuda.get_device_name(device), precision, backends, configs, descend]))
     if (winner := cache.get()) is not None:
         return GemmSelection(None if winner == "ATEN" else winner, cache.timings())
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -430,7 +435,7 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
             name = f"triton_{g.op} {config_text(config)}"
             if name not in timings:
                 try:
-                    kernel = bare_template_module(g, config, allow_tf32, False).gemm
+                    kernel = bare_template_module(g, config, precision, False).gemm
                     timings[name] = (benchmark(lambda: kernel[grid(g, config)](a, b, out, **launch_meta(config))),
                                      config)
                 except Exception as exc:  # noqa: BLE001 -- e.g. out of shared memory: not a choice
@@ -438,7 +443,7 @@ def select_gemm(g: Gemm, layouts, backends: tuple, allow_tf32: bool, device: tor
                     timings[name] = (math.inf, config)
             return timings[name][0]
         # every config compiled at once, in threads (ptxas and LLVM run outside the GIL), before any is timed
-        compile_s = precompile_all(bare_launchers(g, configs, allow_tf32), device)
+        compile_s = precompile_all(bare_launchers(g, configs, precision), device)
         if "ATEN" in backends:
             aten = torch.bmm if g.op == "bmm" else torch.mm
             timings[f"aten.{g.op}"] = (benchmark(lambda: aten(a, b, out=out)), "ATEN")

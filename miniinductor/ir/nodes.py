@@ -274,7 +274,7 @@ class TemplateBuffer(Buffer):
     A @ B` (batched for bmm), its output contiguous, its pointwise readers fused into the
     template's store by the scheduler. `inputs` are the operands, buffers or strided views
     of them, read whole; `config` the tile the autotuner picked (BLOCK_M, BLOCK_N, BLOCK_K,
-    GROUP_M, num_warps, num_stages) and `allow_tf32`; `timings` the autotuner's table of the
+    GROUP_M, num_warps, num_stages) and the float32 dot's `precision`; `timings` the autotuner's table of the
     bare choices (`[ms, config or "ATEN"]`, fastest first), where the epilogue benchmark
     starts (codegen/epilogue_tuning.py). Mirrors `ir.TritonTemplateBuffer`."""
 

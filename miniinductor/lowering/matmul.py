@@ -161,7 +161,7 @@ def prefetch_gemm_templates(gm: torch.fx.GraphModule, policy: BackendPolicy, con
     if not (config.max_autotune and policy.gemm_templates and device.type == "cuda") \
             or config.enable_persistent_tma_matmul or "TRITON" not in config.gemm_backends():
         return
-    allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+    precision = fp32_dot_precision(config)
     for node in gm.graph.nodes:
         operands = {aten.mm.default: node.args[:2], aten.bmm.default: node.args[:2],
                     aten.addmm.default: node.args[1:3]}.get(node.target)
@@ -174,10 +174,17 @@ def prefetch_gemm_templates(gm: torch.fx.GraphModule, policy: BackendPolicy, con
         except (TypeError, RuntimeError):   # symbolic sizes: no template
             continue
         if template_problem(layouts, [v.dtype for v in values]) is None:
-            prefetch_gemm(Gemm.of(*layouts), config.gemm_backends(), allow_tf32, device)
+            prefetch_gemm(Gemm.of(*layouts), config.gemm_backends(), precision, device)
 
 
 # ----------------------------------------------------------------------------- the lowerings
+def fp32_dot_precision(config: Config) -> str:
+    """A float32 template dot's `input_precision`: "tf32" where eager's cuBLAS would use TF32
+    (`torch.backends.cuda.matmul.allow_tf32`), else the option gemm_fp32_precision ("ieee",
+    or "tf32x3": three TF32 products, see codegen/triton_template.py)."""
+    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else config.gemm_fp32_precision
+
+
 def persistent_kind(gemm: Gemm, device: torch.device) -> str:
     """enable_persistent_tma_matmul's template: "tma" where descriptors can read the operands
     (a GPU of compute capability 9.0+, or Triton's interpreter), else "plain" (masked loads)."""
@@ -213,15 +220,15 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
                 f"(FX node {graph.current_node_name()}): {problem}. Set max_autotune_gemm_backends='ATEN,TRITON' "
                 "to let ATen compute the matmuls the template cannot.")
         return None, f"max_autotune: {problem}"
-    allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-    selection = select_gemm(gemm, layouts, backends, allow_tf32, graph.current_device(),
+    precision = fp32_dot_precision(config)
+    selection = select_gemm(gemm, layouts, backends, precision, graph.current_device(),
                             config.coordinate_descent_tuning,
                             persistent_kind(gemm, graph.current_device()) if config.enable_persistent_tma_matmul else None)
     if selection.config is None:
         return None, "max_autotune picked ATen"
     size = [gemm.B, gemm.M, gemm.N] if gemm.op == "bmm" else [gemm.M, gemm.N]
     layout = Layout(layouts[0].device, gemm.dtype, size, contiguous_strides(size))
-    return graph.register_buffer(TemplateBuffer(None, layout, [a, b], {**selection.config, "allow_tf32": allow_tf32},
+    return graph.register_buffer(TemplateBuffer(None, layout, [a, b], {**selection.config, "precision": precision},
                                                 origins=[graph.current_node_name()], timings=selection.timings)), ""
 
 
