@@ -120,6 +120,8 @@ class Config:
     "... or when its body runs more ops than this."
     layout_optimization: bool = True
     "Inference graphs, C++ kernels or the GPU: 2-D convolutions take their input channels-last, which oneDNN and cuDNN run faster."
+    onednn_linear: bool = True
+    "C++ backend: float32 Linear-shaped matmuls (and a GELU after one) through oneDNN where compile-time timing finds it faster than ATen's BLAS."
     parallel_min_numel: int = 32768
     "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
     freezing: bool = False

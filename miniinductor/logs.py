@@ -19,7 +19,7 @@ LOG_NAMES = {
     "output_code": "the path and text of each generated wrapper",
     "fallback": "each op that fell back to ATen, and why",
     "dynamic": "each static specialisation of a graph with symbolic sizes, with its shapes",
-    "autotune": "max_autotune's matmul choices: each shape's table of timings and the winner",
+    "autotune": "max_autotune's matmul choices: each shape's table of timings and the winner (CPU: ATen or oneDNN)",
 }
 
 

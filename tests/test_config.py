@@ -52,6 +52,7 @@ def non_default_options(tmp_path) -> dict:
         "realize_opcount_threshold": 1,
         "layout_optimization": False,
         "parallel_min_numel": 1,
+        "onednn_linear": False,
         "freezing": True,
         "autocast_enabled": True,
         "autocast_dtype": "float16",
