@@ -7,6 +7,7 @@
                                                      # + GPU ms of each kernel, and the autotune tables
     python benchmarks/gemm_gpu.py --only MLP --options '{"coordinate_descent_tuning": true}'
     python benchmarks/gemm_gpu.py --only fwd+bwd --backends ours    # one backend a run (a long cold compile)
+    python benchmarks/gemm_gpu.py --only MLP --triton-fp32 tf32x3   # TRITON-only float32 dots as three TF32 products
     python benchmarks/gemm_gpu.py --only fwd+bwd --tf32 --backends ours,inductor --profile
                                                      # the training step with TF32 matmuls, both compilers' kernels
 
@@ -143,7 +144,7 @@ def first_call(make, x, smoke: bool, reference=None, step=forward):
 
 
 def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool = False,
-        options: dict | None = None, backends=("ours", "inductor", "triton_only")) -> list[dict]:
+        options: dict | None = None, backends=("ours", "inductor", "triton_only"), triton_fp32: str = "ieee") -> list[dict]:
     ours_options = {**({"cpu_backend": "triton"} if smoke else {}), **(options or {})}
     rows = []
     for name, (module, x, step) in workloads(smoke).items():
@@ -167,7 +168,8 @@ def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool
                 row["inductor_profile"] = kernel_times(inductor, x, smoke, step)
         if "triton_only" in backends:
             triton_only, _, graphs = first_call(lambda: miniinductor.compile(
-                module, mode=mode, max_autotune_gemm_backends="TRITON", **ours_options), x, smoke, reference, step)
+                module, mode=mode, max_autotune_gemm_backends="TRITON", gemm_fp32_precision=triton_fp32, **ours_options),
+                x, smoke, reference, step)
             row["triton_only_ms"] = time_ms(triton_only, x, smoke, step)
             if profile:
                 row["triton_only_profile"] = kernel_times(triton_only, x, smoke, step)
@@ -223,6 +225,9 @@ def main():
     parser.add_argument("--options", default="{}",
                         help='extra miniinductor options for each of our compiles, as JSON, e.g. '
                              '\'{"coordinate_descent_tuning": true}\'')
+    parser.add_argument("--triton-fp32", choices=("ieee", "tf32x3"), default="ieee",
+                        help="the float32 dot of the TRITON-only compiles (gemm_fp32_precision; TF32 off): 'tf32x3' is "
+                             "three TF32 products, faster than cuBLAS's float32 (benchmarks/fp32_dot_gpu.py)")
     parser.add_argument("--tf32", action="store_true",
                         help="float32 matmuls in TF32 (torch.backends.cuda.matmul.allow_tf32) for all; default IEEE")
     args = parser.parse_args()
@@ -232,7 +237,8 @@ def main():
     backends = args.backends.split(",")
     if unknown := set(backends) - {"ours", "inductor", "triton_only"}:
         parser.error(f"unknown --backends {', '.join(sorted(unknown))}: choose among ours, inductor, triton_only")
-    rows = run(args.smoke, args.mode, args.only, args.tma, args.profile, json.loads(args.options), backends)
+    rows = run(args.smoke, args.mode, args.only, args.tma, args.profile, json.loads(args.options), backends,
+               args.triton_fp32)
     device = "CPU (smoke, interpreted)" if args.smoke else torch.cuda.get_device_name()
     print(markdown(rows, device, args.mode))
     if args.out:
