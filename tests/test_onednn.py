@@ -142,3 +142,18 @@ def test_real_timing_picks_and_computes(fresh_cache, caplog):
     lines = [r.getMessage() for r in caplog.records if "on the CPU: ATen" in r.getMessage()]
     assert len(lines) == 2, caplog.text
     assert source.count(LINEAR_POINTWISE) == sum(line.endswith("onednn") for line in lines)
+
+
+@pytest.mark.sweep
+def test_onednn_benchmark_runs():
+    """benchmarks/onednn_cpu.py --quick: three shapes timed both ways; both compute the same
+    product (float32 sums of K <= 256 terms in two orders: differences under 1e-4)."""
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "onednn_cpu.py"
+    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = re.findall(r"^\| (\d+) x (\d+) x (\d+) \| ([0-9.]+) \| ([0-9.]+) \| [0-9.]+ \| ([0-9.e+-]+) \|$", done.stdout, re.M)
+    assert len(rows) == 3 and all(float(r[3]) > 0 and float(r[4]) > 0 and float(r[5]) < 1e-4 for r in rows), done.stdout
