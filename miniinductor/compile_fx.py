@@ -9,6 +9,9 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
                      addmm_activation      gelu(addmm), CUDA relu(addmm) → one _addmm_activation call (matmul.py)
                      onednn_linear         C++: float32 addmm/mm (+ GELU) → oneDNN where timed faster (onednn.py)
+                     fold_conv_affine      C++: a per-channel affine after a conv (eval BatchNorm) → its weight
+                                           and bias (conv_affine.py)
+                     relu_after_max_pool   C++: max_pool(relu(y)), indices unread → relu(max_pool(y)) (conv_affine.py)
                      prefetch_gemm_templates  max_autotune on a GPU: every matmul's template configs start
                                            compiling in threads, while lowering goes on (matmul.py)
                      decide_layout_opt     C++ or GPU, inference: 2-D convolutions channels-last (lowering/layout.py)
@@ -66,7 +69,17 @@ from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
-from .lowering import GraphLowering, addmm_activation, note_unused_tma, onednn_linear, prefetch_gemm_templates, split_reductions, unfuse_addmm
+from .lowering import (
+    GraphLowering,
+    addmm_activation,
+    fold_conv_affine,
+    note_unused_tma,
+    onednn_linear,
+    prefetch_gemm_templates,
+    relu_after_max_pool,
+    split_reductions,
+    unfuse_addmm,
+)
 from .lowering.graph import graph_device
 from .lowering.layout import decide_layout_opt
 from .runtime.cpp_builder import write_source
@@ -109,6 +122,8 @@ def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph"
     unfuse_addmm(gm, policy, config)
     addmm_activation(gm, config)
     onednn_linear(gm, policy, config)
+    fold_conv_affine(gm, policy, config)
+    relu_after_max_pool(gm, policy, config)
     prefetch_gemm_templates(gm, policy, config, device)
     graph = GraphLowering(gm, example_inputs, config, name, policy)
     graph.layout_opt = decide_layout_opt(gm, policy, config, name)
