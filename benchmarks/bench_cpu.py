@@ -248,8 +248,14 @@ def run_case(case: Case, args: argparse.Namespace) -> list[Row]:
                 row.error = _describe(e)
 
         samples: dict[str, list[float]] = {b: [] for b in runners}
-        for _ in range(args.repeats):
-            for backend, runner in list(runners.items()):
+        order = list(runners)
+        for repeat in range(args.repeats):
+            # the backends' order rotates each repeat: the one timed right after another has
+            # run measured 1-2% slower on the convolution rows (identical graphs in two places)
+            for backend in order[repeat % len(order):] + order[:repeat % len(order)]:
+                if backend not in runners:
+                    continue
+                runner = runners[backend]
                 try:
                     samples[backend].append(sample_ms(runner, inner[backend]))
                 except Exception as e:
@@ -352,7 +358,8 @@ def render(rows: list[Row], copy_gbs: dict[str, float], cold: dict, args: argpar
                                                           if args.quick else ""), ""]
     out += [f"- {k}: {v}" for k, v in info.items()]
     out += ["", "Median time per call in ms (fp32, inference). eager/mini and inductor/mini "
-            "> 1 mean miniinductor is faster. Backends are timed interleaved, so changes in "
+            "> 1 mean miniinductor is faster. Backends are timed interleaved, in an order that "
+            "rotates each repeat (the one after another runs 1-2% slower), so changes in "
             "machine load during a run hit all three about equally; still, a load average "
             "near the core count inflates absolute times (multi-threaded kernels most), so "
             "compare ratios within one run rather than times across runs.", "",

@@ -44,18 +44,28 @@ def compiled_graph(fn, *args):
 
 
 @pytest.mark.parametrize("bias", [True, False])
-def test_conv_batchnorm_relu(bias):
-    """The BatchNorm's arithmetic goes into the weight and bias (a [64]-sized kernel before
-    the convolution); after it only the ReLU is left, in the kernel that copies the output to
-    eager's layout."""
-    model = randomised(nn.Sequential(nn.Conv2d(32, 64, 3, padding=1, bias=bias), nn.BatchNorm2d(64), nn.ReLU()))
+def test_conv_batchnorm_max_pool(bias):
+    """conv -> BN -> max pool: the BatchNorm's arithmetic goes into the weight and bias (a
+    [C]-sized kernel before the convolution); the pooling reads the convolution's output."""
+    model = randomised(nn.Sequential(nn.Conv2d(32, 64, 3, padding=1, bias=bias), nn.BatchNorm2d(64), nn.MaxPool2d(2)))
     x = torch.randn(2, 32, 12, 12)
     with torch.no_grad():
         check(model, x, **TOL)
     graph = compiled_graph(model, x)
-    after = graph.wrapper_source.split("aten.convolution.default(")[1]
-    assert [name for name in graph.kernels if name in after] == [n for n in graph.kernels if n.startswith("cpp_fused_relu")]
-    assert "sub" not in "".join(n for n in graph.kernels if n in after)
+    after = [n for n in graph.kernels if n in graph.wrapper_source.split("aten.convolution.default(")[1]]
+    assert len(after) == 1 and "max_pool2d" in after[0] and not any(op in after[0] for op in ("sub", "mul")), after
+
+
+def test_conv_batchnorm_relu_without_a_pool_stays_one_epilogue():
+    """No pool after it: folding would save no pass (the BatchNorm + ReLU are one kernel with
+    the layout copy), so the BatchNorm stays there."""
+    model = randomised(nn.Sequential(nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU()))
+    x = torch.randn(2, 32, 12, 12)
+    with torch.no_grad():
+        check(model, x, **TOL)
+    graph = compiled_graph(model, x)
+    after = [n for n in graph.kernels if n in graph.wrapper_source.split("aten.convolution.default(")[1]]
+    assert len(after) == 1 and "relu" in after[0] and "sub" in after[0], after
 
 
 def test_resnet_stem_relu_goes_into_the_max_pool():
@@ -72,12 +82,13 @@ def test_resnet_stem_relu_goes_into_the_max_pool():
 
 
 def test_any_per_channel_chain_folds():
-    """Not only BatchNorm: (conv * s - t) + u with [C, 1, 1] parameters, in either operand order."""
+    """Not only BatchNorm: (conv * s - t) + u with [C, 1, 1] parameters, in either operand order,
+    before a max pool."""
     conv = nn.Conv2d(8, 6, 3, bias=False)
     s, t, u = (torch.randn(6, 1, 1) for _ in range(3))
 
     def f(x):
-        return u + (s * conv(x) - t)
+        return nn.functional.max_pool2d(u + (s * conv(x) - t), 2)
     x = torch.randn(2, 8, 9, 9)
     with torch.no_grad():
         check(f, x, **TOL)
