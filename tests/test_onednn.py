@@ -68,6 +68,21 @@ def test_linear_gelu_and_linear_through_onednn(monkeypatch, fresh_cache):
     assert "torch.addmm(" not in source and "torch._addmm_activation(" not in source
 
 
+def test_nan_and_inf_through_onednn_as_eager(monkeypatch, fresh_cache):
+    """NaN and +-inf in the input: the rows they reach are NaN/inf where eager's are, through
+    the GELU post-op and the plain one. (oneDNN's relu post-op would make a NaN 0: not used.)"""
+    prefer(monkeypatch, "onednn")
+    model, x = mlp_gelu(), torch.randn(64, 256)
+    x[5, 7], x[6, 3], x[7, 1] = float("nan"), float("inf"), -float("inf")
+    with torch.no_grad():
+        out, expected, source = compiled_sources(model, x)
+    assert source.count(LINEAR_POINTWISE) == 2
+    assert torch.equal(out.isnan(), expected.isnan()) and torch.equal(out.isinf(), expected.isinf())
+    assert out[5:8].isnan().any(), "the special rows must reach the output"
+    finite = expected.isfinite()
+    torch.testing.assert_close(out[finite], expected[finite], **TOL)
+
+
 def test_aten_kept_where_it_is_faster_and_the_choice_is_cached(monkeypatch, fresh_cache):
     timed = prefer(monkeypatch, "aten")
     model, x = mlp_gelu(), torch.randn(64, 256)

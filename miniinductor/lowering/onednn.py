@@ -23,7 +23,9 @@ problem, the CPU's name, the thread count and the torch version.
 Mirrors, loosely, `torch/_inductor/fx_passes/mkldnn_fusion.py`, which rewrites a Linear and
 its activation into the same op under freezing, with the weight prepacked; ours needs no
 freezing (the weight is read as it is) and decides by timing, not by a rule. Left out:
-prepacked weights, bfloat16/float16, batched matmuls, relu (it stays a C++ kernel in place),
+prepacked weights, bfloat16/float16, batched matmuls, relu (it stays a C++ kernel in place:
+oneDNN's relu post-op turns a NaN into 0 where eager's keeps it, measured; its GELU and no
+post-op keep NaN and inf where eager's do, tests/test_onednn.py),
 and the C++ wrapper (its calls go through AOTInductor's ATen shim, which has no oneDNN op).
 Where a matmul is a single row our own reduction kernel computes it (lowering/matmul.py,
 `vector_matrix`): those are left alone.
