@@ -32,6 +32,7 @@ Where a matmul is a single row our own reduction kernel computes it (lowering/ma
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 
@@ -63,6 +64,11 @@ def available() -> bool:
 
 def linear_pointwise():
     return torch.ops.mkldnn._linear_pointwise.default
+
+
+def post_op(attr: str) -> tuple:
+    """`_linear_pointwise`'s last three arguments for the post-op `attr` (GELU: the erf one)."""
+    return attr, [], "none" if attr == "gelu" else ""
 
 
 def _random(value: torch.Tensor) -> torch.Tensor:
@@ -99,13 +105,12 @@ def onednn_is_faster(node: torch.fx.Node, attr: str) -> bool:
     if (winner := cache.get()) is not None:
         return winner == "onednn"
     from torch._subclasses.fake_tensor import unset_fake_temporarily
-    algorithm = "none" if attr == "gelu" else ""
     with unset_fake_temporarily(), torch.no_grad():   # (lowering runs under a fake mode: these must be real)
         args = [_random(v) if isinstance(v, torch.Tensor) else v for v in values]
         x, w = args[-2:]
         bias_arg = None if node.target is aten.mm.default else args[0]
         times = _best_us({"aten": lambda: node.target(*args, **node.kwargs),
-                          "onednn": lambda: linear_pointwise()(x, w.t(), bias_arg, attr, [], algorithm)})
+                          "onednn": lambda: linear_pointwise()(x, w.t(), bias_arg, *post_op(attr))})
     winner = "onednn" if times["onednn"] < MARGIN * times["aten"] else "aten"
     log.info("AUTOTUNE %s(%s) on the CPU: ATen %.1f us, oneDNN %.1f us -> %s", node.target,
              ", ".join("x".join(map(str, v.shape)) for v in (a, b)), times["aten"], times["onednn"], winner)
@@ -113,6 +118,7 @@ def onednn_is_faster(node: torch.fx.Node, attr: str) -> bool:
     return winner == "onednn"
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as f:
@@ -154,7 +160,7 @@ def onednn_linear(gm: torch.fx.GraphModule, policy: BackendPolicy, config: Confi
         with gm.graph.inserting_before(node):
             weight = gm.graph.call_function(aten.permute.default, (b, [1, 0]))   # [N, K]
             weight.meta = {"val": b.meta["val"].permute(1, 0)}
-            fused = gm.graph.call_function(linear_pointwise(), (a, weight, bias, attr, [], "none" if attr == "gelu" else ""))
+            fused = gm.graph.call_function(linear_pointwise(), (a, weight, bias, *post_op(attr)))
         fused.meta = dict(node.meta)
         node.replace_all_uses_with(fused)
         gm.graph.erase_node(node)
