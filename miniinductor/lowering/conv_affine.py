@@ -86,9 +86,10 @@ def _chain(conv: torch.fx.Node) -> list[tuple[str, torch.fx.Node, torch.fx.Node]
 def _feeds_a_pool(node: torch.fx.Node) -> bool:
     """Is `node` read by a max pool alone, directly or through a ReLU read by it alone? There
     folding saves a pass over the activations (the pooling would store its input first); where
-    the chain ends in other pointwise work it was fused there already, and folding measured
-    1-2% slower (conv_bn_relu of benchmarks/bench_cpu.py: 3.15 / 3.10 against 3.07 / 3.06 ms,
-    unexplained), so it is not done."""
+    the chain ends in other pointwise work it is fused there already and folding saves only
+    arithmetic on a memory-bound pass: no faster measured on conv_bn_relu of
+    benchmarks/bench_cpu.py (a 1-2% difference seen first was the benchmark's order: identical
+    graphs differed as much), so it is not done."""
     users = list(node.users)
     if len(users) == 1 and users[0].target is aten.relu.default:
         users = list(users[0].users)
