@@ -28,7 +28,11 @@ oneDNN's relu post-op turns a NaN into 0 where eager's keeps it, measured; its G
 post-op keep NaN and inf where eager's do, tests/test_onednn.py),
 and the C++ wrapper (its calls go through AOTInductor's ATen shim, which has no oneDNN op).
 Where a matmul is a single row our own reduction kernel computes it (lowering/matmul.py,
-`vector_matrix`): those are left alone.
+`vector_matrix`): those are left alone. Only a Linear's own operands are candidates: a
+row-major input and a weight whose transpose is row-major (`x @ weight.t()`). A backward's
+`g.t() @ x` or `g @ weight` oneDNN would copy first (it wants those layouts), an allocation
+the memory plan does not see: a training step's peak then rose above eager's
+(tests/test_memory.py, once, where the timing chose oneDNN by noise).
 """
 from __future__ import annotations
 
@@ -145,6 +149,8 @@ def candidate(node: torch.fx.Node, policy: BackendPolicy, config: Config) -> str
     static = all(isinstance(n, int) for v in values for n in (*v.shape, *v.stride()))
     if not static or a.dim() != 2 or b.dim() != 2 or policy.vector_matrix(a, b) or a.numel() * b.shape[1] < MIN_MACS:
         return None
+    if not (a.is_contiguous() and b.t().is_contiguous()):
+        return None   # (a Linear's own form only: other strides oneDNN copies, raising the peak)
     if node.target is not aten.mm.default and list(values[0].shape) != [b.shape[1]]:
         return None   # (a bias that is not one value per column)
     return attr
