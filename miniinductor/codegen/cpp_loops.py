@@ -32,7 +32,7 @@ dims that every access walks as one (`merged_dims`, Inductor's `_simplify_loops`
 first -- by generating the kernel again over the merged loops (compile_fx.generate_kernel) --
 so that fewer tiles are cut: H and W of a [N, C, 30, 30] image tile as 900, not as 30.
 Inside a tile, the body's values that do not vary along `b` are computed once per row
-(`split_invariant`), and whole tiles loop to a constant 16 (CppKernel._codegen_tile).
+(`hoist_invariant`), and whole tiles loop to a constant 16 (CppKernel._codegen_tile).
 """
 from __future__ import annotations
 
@@ -153,16 +153,30 @@ def tile_buffer_code(plan: LoopPlan, name: str, ctype: str, load: str, corner: s
 ASSIGNMENT = re.compile(r"auto (tmp\d+) = (.*);")
 
 
-def split_invariant(lines: list[str], var: str) -> tuple[list[str], list[str]]:
-    """(the `auto tmpN = ...;` lines that do not vary along the loop over `var`, the rest), each
-    in order: a line stays in the loop if it names `var`, a value defined in the loop, or a
-    buffer the kernel writes (`out_ptr`, `in_out_ptr`: a store in the loop may change it)."""
-    varying, hoisted, rest = set(), [], []
+def hoist_invariant(lines: list[str], loop_vars: list[str], first: int = 0) -> list[list[str]]:
+    """The innermost body `lines` of a loop nest over `loop_vars` (outermost first), each line
+    moved out to the outermost loop inside which all it reads is defined (loop-invariant code
+    motion): `levels[k]` go inside loop k before loop k + 1 opens, `levels[-1]` stay innermost;
+    none above loop `first` (the last of a `collapse`d group: those loops nest perfectly). A
+    line moves only if it is one `auto tmpN = ...;` at the body's top level (not inside an
+    `ops.masked` lambda, whose loads may fall outside) naming no buffer the kernel writes
+    (`out_ptr`, `in_out_ptr`: a store in the loop may change it); the rest keep their order.
+    The caller makes sure every inner loop runs at least once (else a moved load would run
+    where none did)."""
+    last = len(loop_vars) - 1
+    levels: list[list[str]] = [[] for _ in loop_vars]
+    level_of: dict[str, int] = {}
+    depth = 0
     for line in lines:
-        found = ASSIGNMENT.fullmatch(line.strip())
-        if found and not re.search(rf"\b{var}\b|out_ptr", found[2]) and not set(re.findall(r"\btmp\d+\b", found[2])) & varying:
-            hoisted.append(line.strip())
+        text = line.strip()
+        found = ASSIGNMENT.fullmatch(text) if depth == 0 else None
+        depth += text.count("{") - text.count("}")
+        if found and not re.search(r"out_ptr", found[2]):
+            named = [k for k, v in enumerate(loop_vars) if re.search(rf"\b{v}\b", found[2])]
+            level = max([first, *named, *(level_of.get(t, last) for t in re.findall(r"\btmp\d+\b", found[2]))])
+            level_of[found[1]] = level
+            levels[level].append(text if level < last else line)
         else:
-            rest.append(line)
-            varying.update(re.findall(r"auto (tmp\d+)", line))
-    return hoisted, rest
+            levels[last].append(line)
+            level_of.update(dict.fromkeys(re.findall(r"auto (tmp\d+)", line), last))
+    return levels

@@ -195,10 +195,11 @@ class CppVecKernel(CppKernel):
     def truediv(self, a, b):
         return self.__getattr__("truediv")(a, b)
 
-    def codegen_innermost(self, code, pragma: str):
+    def codegen_innermost(self, code, pragma: str, body: list[str] | None = None):
         """The scalar kernel's innermost loop: a loop of whole vectors, then a scalar loop over
         the rest. With `pragma` (the kernel's only loop) the threads share the vectors, and the
-        rest runs on one thread (`single`: in a combo kernel's parallel region the others go on)."""
+        rest runs on one thread (`single`: in a combo kernel's parallel region the others go on).
+        `body`: the vector loop's lines, where the caller moved its invariant ones out of it."""
         x, n = self.x, self.size(self.n)
         whole = f"({n} - ({n}) % MI_VEC_LANES)"   # (n: a sum, when symbolic)
         for blocks, start, stop, step in ((self.blocks, "0", whole, "MI_VEC_LANES"), (self.scalar.blocks, whole, n, "1")):
@@ -206,8 +207,11 @@ class CppVecKernel(CppKernel):
                 code.writeline(pragma if step != "1" else "#pragma omp single nowait")
             code.writeline(f"for (int64_t {x} = {start}; {x} < {stop}; {x} += {step}) {{")
             with code.indent():
-                for block in blocks:
-                    code.splice(block.body)
+                if body is not None and step != "1":
+                    code.writelines(body)
+                else:
+                    for block in blocks:
+                        code.splice(block.body)
             code.writeline("}")
 
     def _unsupported(self, *args, **kwargs):
