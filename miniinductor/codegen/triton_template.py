@@ -444,12 +444,16 @@ def select_gemm(g: Gemm, layouts, backends: tuple, precision: str, device: torch
             return timings[name][0]
         # every config compiled at once, in threads (ptxas and LLVM run outside the GIL), before any is timed
         compile_s = precompile_all(bare_launchers(g, configs, precision), device)
-        if "ATEN" in backends:
-            aten = torch.bmm if g.op == "bmm" else torch.mm
-            timings[f"aten.{g.op}"] = (benchmark(lambda: aten(a, b, out=out)), "ATEN")
+        aten = torch.bmm if g.op == "bmm" else torch.mm
+        aten_ms = benchmark(lambda: aten(a, b, out=out)) if "ATEN" in backends else None
         first = min(configs, key=time_config)
         if descend and time_config(first) < math.inf:
             coordinate_descent(time_config, first, g)
+        # ATen timed again after the configs, the better of the two kept: timed once, first, right
+        # after the configs' compiles, bfloat16 4096x4096x1024 read 0.0678 ms on an H100 (0.048 on
+        # its own, and again when timed last), and the template (0.059) won where cuBLAS is faster
+        if aten_ms is not None:
+            timings[f"aten.{g.op}"] = (min(aten_ms, benchmark(lambda: aten(a, b, out=out))), "ATEN")
     ranked = sorted((ms, name, choice) for name, (ms, choice) in timings.items() if ms < math.inf)
     if not ranked:
         raise RuntimeError(f"max_autotune: no choice for {g} could run (backends {','.join(backends)})")
