@@ -272,3 +272,18 @@ def test_transposing_kernel_computes_per_channel_values_once_per_row(poisoned_bu
     sqrt = next(k for k, line in enumerate(lines) if "std::sqrt" in line)
     assert whole < sqrt < inner and "std::min<int64_t>(i2_tile + 16, 30)" in source, source
     assert not any("std::sqrt" in line for line in lines[inner:lines.index("} else {", inner)]), source
+
+
+@pytest.mark.parametrize("direction", ["to channels-last", "to NCHW"])
+def test_tiles_walk_along_the_spatial_dims_innermost(direction, poisoned_buffers):
+    """The two loops over tiles: the inner one runs along H*W both ways (as Inductor's), where
+    the strided side of the transpose moves by short rows (cpp_loops._tiles_along_a): NCHW ->
+    channels-last tiles along the load's contiguous dim, channels-last -> NCHW along the store's."""
+    x = randn(2, 32, 8, 16)
+    x, fn = ((x, lambda x, s: (x * s).contiguous(memory_format=torch.channels_last)) if direction == "to channels-last"
+             else (x.to(memory_format=torch.channels_last), lambda x, s: (x * s).contiguous()))
+    s = randn(32, 1, 1)
+    check(fn, x, s)
+    (source,) = kernel_sources(fn, x, s)
+    tile_loops = re.findall(r"for \(int64_t (\w+)_tile = 0; \w+ < (\d+);", source)
+    assert [n for _, n in tile_loops] == ["32", "128"], source   # C's tiles outside, H*W's inside
