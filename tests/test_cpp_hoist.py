@@ -86,3 +86,19 @@ def test_empty_loops_move_nothing(shape):
     reads nothing); results as eager's."""
     x = torch.randn(*shape)
     check(lambda x, v: x / torch.sqrt(v + 1), x, torch.rand(shape[1], 1, 1))
+
+
+@pytest.mark.sweep
+def test_layout_kernels_benchmark_runs():
+    """benchmarks/layout_kernels_cpu.py --quick: three graphs, each compiled by both compilers and
+    checked against eager inside the script (rtol = atol = 1e-5: BatchNorm's few float32 ops),
+    then timed; every row has three positive times."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "layout_kernels_cpu.py"
+    done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = re.findall(r"^\| (\w+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", done.stdout, re.M)
+    assert [r[0] for r in rows] == ["bn_relu_nchw", "to_nhwc", "bn_relu_nhwc"], done.stdout
+    assert all(float(t) > 0 for r in rows for t in r[1:]), done.stdout

@@ -56,7 +56,6 @@ slower than the two vectorized passes over a row in cache).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import sympy
@@ -67,7 +66,9 @@ from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, affine_strides, canonical_len, compute_dtype, innermost_strides
-from .cpp_loops import TILE, Loop, hoist_invariant, loop_plan, merged_dims, tile_buffer_code
+from .cpp_loops import Loop
+from .cpp_reduction import COLUMN_TILE, LANES, WIDE_COLUMN_TILE, CppReductionLoops  # noqa: F401  (LANES: policy.py's)
+from .cpp_tiles import CppTiledLoops
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -150,12 +151,6 @@ REDUCTION_COMBINE = {
     "any": "{acc} = {acc} || {value};",
 }
 OMP_REDUCTION_OP = {"sum": "+", "prod": "*", "any": "||"}
-#: columns per tile of an outer reduction (CppKernel.reduces_columns): accumulators per thread;
-#: the wide tile where every thread still gets one (x.sum(0) of [2048, 2048] on 2 threads: a row's
-#: 256 B at a stride of 8 KB took 389 us, its 1 KB 190-210: the prefetchers stream longer runs)
-COLUMN_TILE, WIDE_COLUMN_TILE = 64, 256
-#: accumulators per reduction of a row (CppKernel._codegen_lane_loops): 4 AVX2 or 2 AVX-512 vectors of floats
-LANES = 32
 
 
 def reduction_init(reduction_type, ctype):
@@ -168,7 +163,7 @@ def reduction_init(reduction_type, ctype):
     return REDUCTION_INIT[reduction_type]
 
 
-class CppKernel(Kernel):
+class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
     """Generates one C++ function for a fused group: outer loops over `ranges`, then one
     block after another, each looping over `reduction_ranges` or not at all: `outer` (runs
     once per outer iteration) or `loop` (a loop over the reduction ranges, computing values
@@ -416,11 +411,15 @@ class CppKernel(Kernel):
         return (block.kind == "loop" and not block.has_argreduction and all(b.kind == "outer" for b in rest)
                 and all(op for op, _ in block.omp_reductions))
 
+    def buffer_ctype(self, name) -> str:
+        """The C++ type of buffer `name`'s elements."""
+        return DTYPE_TO_CPP[V.graph.get_dtype(name)]
+
     def params(self) -> list[str]:
         """The C parameters: the pointers of `args`, inputs const."""
-        params = [f"const {DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
+        params = [f"const {self.buffer_ctype(n)}* __restrict__ {p}"
                   for n, p in self.args.input_buffers.items() if n not in self.args.output_buffers]
-        params += [f"{DTYPE_TO_CPP[V.graph.get_dtype(n)]}* __restrict__ {p}"
+        params += [f"{self.buffer_ctype(n)}* __restrict__ {p}"
                    for n, p in self.args.output_buffers.items()]
         return params + [f"const int64_t {s}" for s in self.args.size_names()]   # sizes: s0, s1...
 
@@ -445,27 +444,6 @@ class CppKernel(Kernel):
     def is_pointwise(self) -> bool:
         """No reduction: every block runs once per outer iteration (its loops may be reordered)."""
         return not self.reduction_ranges and all(b.kind == "outer" for b in self.blocks)
-
-    def pointwise_plan(self):
-        """A pointwise kernel's loop plan (cpp_loops.loop_plan), or None."""
-        if not self.is_pointwise():
-            return None
-        return loop_plan(self.itervars, self.ranges, **{f"{k}s": v for k, v in self.access_strides.items()})
-
-    def dims_to_merge(self) -> list[list[int]] | None:
-        """After codegen: the runs of loops to merge (cpp_loops.merged_dims) where this
-        pointwise kernel transposes (a load contiguous along another dim than its first store)
-        and its dims merge, else None (the caller keeps the merged kernel if it tiles). Merged,
-        an edge cuts fewer tiles: a channels-last [8, 64, 30, 30] written NCHW tiles H*W = 900
-        (56 whole tiles of 16 and one cut) instead of W = 30 (one whole, one cut) per row; with
-        W = 6 it tiled nothing."""
-        loads, stores = self.access_strides["load"], self.access_strides["store"]
-        if not self.is_pointwise() or self.unmerged is not None or not stores or stores[0] is None:
-            return None
-        inner = {v for v, stride in stores[0].items() if stride == 1}
-        if not any(a is not None and any(st == 1 and v not in inner for v, st in a.items()) for a in loads):
-            return None   # no load runs along another dim than the store: nothing to tile
-        return merged_dims(self.itervars, self.ranges, loads + stores)
 
     def codegen_loops(self, code):
         """The loop nest and its blocks (a combo kernel runs several in one function). A
@@ -516,266 +494,6 @@ class CppKernel(Kernel):
         for _ in written:
             code._indent -= 1
             code.writeline("}")
-
-    def _hoisted(self, written: list[Loop], depth: int) -> list[list[str]] | None:
-        """A pointwise kernel's innermost body, each line in the loop it varies with
-        (cpp_loops.hoist_invariant; the last list stays innermost), or None: one loop, or a size
-        that is symbolic or 0 (a loop that may not run would have its loads moved out of it). A
-        BatchNorm + ReLU over NCHW [8, 64, 32, 32] computed its per-channel sqrt and division in
-        every vector of 16 (g++ moved them out of neither the vector loop nor H's): 80 us a
-        call on two threads, 19 with them once per (image, channel) row (torch.relu_ of the same
-        buffer: 15). Inductor merges H and W into one loop and leaves the motion to g++."""
-        if not all(is_static(n) and self.hint(n) > 0 for n in self.ranges):
-            return None
-        loop_vars = [loop.var for loop in written] + ([str(self.vec.x)] if self.vec else [])
-        if len(loop_vars) < 2:
-            return None
-        lines = [line for block in (self.vec or self).blocks for line in block.body.getvalue().splitlines()]
-        return hoist_invariant(lines, loop_vars, max(depth - 1, 0))
-
-    def _tile_loads(self, plan) -> list[Loop]:
-        """Each transposed load of a tiled kernel is copied into a local tile first
-        (`self.tile_prologue`) and read from there by the body; returns the tile's loops."""
-        self.tile_prologue = []
-        b = plan.tile[1]
-        corner = {v: sympy.Symbol(f"{v}_tile", integer=True, nonnegative=True) for v in plan.tile}
-        cut = any(self.hint(self.var_ranges[v]) % TILE for v in plan.tile)   # an edge cuts some tiles short
-        seen = set()
-        for name, index, strides in self.plain_loads:
-            expr = f"{self.args.input(name)}[{self.index(index)}]"
-            if expr in seen or not plan.transposed(strides):
-                continue
-            seen.add(expr)
-            corner_index = self.index(sympy.sympify(index).subs(corner))
-            lines, element = tile_buffer_code(
-                plan, f"tile{len(seen) - 1}", DTYPE_TO_CPP[V.graph.get_dtype(name)], expr,
-                f"{self.args.input(name)}[{corner_index}]", strides[b],
-                self._whole_tile_reads(name, corner_index, strides[b]) if cut else True)
-            self.tile_prologue += lines
-            for block in self.blocks:
-                block.body = _replaced(block.body, expr, element)
-        return plan.loops[-2:]
-
-    def _codegen_tile(self, code, loops: list[Loop], simd: bool):
-        """Inside a tile: its transposed loads copied, then its two loops and the body. The
-        values that do not vary along the innermost loop are computed once per row of the tile,
-        before that loop, and where an edge cuts tiles short the whole ones get their own copy
-        of the loops, to a constant 16 (Inductor's tail branch): g++ did neither by itself. A
-        channels-last [8, 64, 30, 30] BatchNorm + ReLU written NCHW computed its per-channel
-        sqrt and division in every vector: 88 -> 60 us on two threads (Inductor's kernel 56).
-
-            if (i2_tile + 16 <= 900) {                             <- a whole tile
-                for (int64_t i1 = i1_tile; i1 < i1_tile + 16; i1 += 1) {
-                    auto tmp6 = std::sqrt(mi_add(in_ptr2[i1], 1e-05f));   <- once per channel
-                    #pragma omp simd
-                    for (int64_t i2 = i2_tile; i2 < i2_tile + 16; i2 += 1) {
-                        ...
-            } else { ...the same loops to std::min<int64_t>(i2_tile + 16, 900)... }
-        """
-        code.writelines(self.tile_prologue)
-        lines = [line for block in self.blocks for line in block.body.getvalue().splitlines()]   # as splice() sees them
-        hoisted, body = hoist_invariant(lines, [loop.var for loop in loops])
-        cut = [loop for loop in loops if loop.edge is not None]
-
-        def write(loops):
-            outer, inner = loops
-            code.writeline(f"for (int64_t {outer.var} = {outer.start}; {outer.var} < {outer.end}; {outer.var} += 1) {{")
-            with code.indent():
-                code.writelines(hoisted + ["#pragma omp simd"] * simd)
-                code.writeline(f"for (int64_t {inner.var} = {inner.start}; {inner.var} < {inner.end}; {inner.var} += 1) {{")
-                with code.indent():
-                    code.writelines(body)
-                code.writeline("}")
-            code.writeline("}")
-        if not cut:
-            return write(loops)
-        code.writeline(f"if ({' && '.join(f'{loop.var}_tile + {TILE} <= {loop.edge}' for loop in cut)}) {{")
-        with code.indent():
-            write([dataclasses.replace(loop, end=f"{loop.var}_tile + {TILE}") for loop in loops])
-        code.writeline("} else {")
-        with code.indent():
-            write(loops)
-        code.writeline("}")
-
-    @staticmethod
-    def _whole_tile_reads(name, corner_index: str, row_stride) -> str | bool:
-        """Where an edge cuts a tile short, the C++ condition under which reading the whole
-        16 x 16 tile from `corner_index` still stays inside `name`'s elements (the rows past
-        the edge are the next ones' elements, read and never stored). A channels-last
-        [8, 64, 30, 30] BatchNorm + ReLU written NCHW, tiled along W, then transposed nearly
-        every tile in registers, not only those of the first 16 columns: 551 -> 360 us on one
-        thread (merging H and W since leaves one cut tile per 900 columns). False: never."""
-        layout = V.graph.get_buffer(name).layout
-        if not (is_static(row_stride) and int(row_stride) > 0 and all(map(is_static, (*layout.size, *layout.stride)))
-                and all(int(st) >= 0 for st in layout.stride)):
-            return False
-        return f"({corner_index}) + {(TILE - 1) * int(row_stride) + TILE - 1} < {int(layout.storage_numel())}"
-
-    def _codegen_column_tile(self, code):
-        """One tile of columns: an array of accumulators per reduction, the reduction loops
-        outside and the tile's columns inside (contiguous loads, vectorizable), then the
-        finished values, their stores and the epilogue, column by column:
-
-            float acc0_tile[64]; ...                              <- each thread its own
-            for (int64_t r0 = 0; r0 < 2048; r0 += 1) {
-                #pragma omp simd
-                for (int64_t i0 = i0_tile; i0 < i0_end; i0 += 1) {
-                    auto& acc0 = acc0_tile[i0 - i0_tile];
-                    acc0 = acc0 + in_ptr0[i0 + 2048*r0];
-        """
-        x, block = self.itervars[-1], self.blocks[0]
-        accs = [var for op, acc in block.omp_reductions for var in _state(op, acc)]
-        tile = self.column_tile
-        code.writeline(f"const int64_t {x}_end = std::min<int64_t>({x}_tile + {tile}, {self.size(self.ranges[-1])});")
-        code.writelines(f"{self.accumulators[acc][0]} {acc}_tile[{tile}];" for acc in accs)
-        code.writeline(f"for (int64_t t = 0; t < {tile}; t += 1) {{ "
-                       + " ".join(f"{acc}_tile[t] = {self.accumulators[acc][1]};" for acc in accs) + " }")
-        code.writelines(f"int64_t {acc}_weight = 0;" for acc in _welfords(block))   # the tile's columns share it
-        tile_loop = f"for (int64_t {x} = {x}_tile; {x} < {x}_end; {x} += 1) {{"
-        bind = [f"auto& {acc} = {acc}_tile[{x} - {x}_tile];" for acc in accs]
-        for var, size in zip(self.reduction_vars, self.reduction_ranges):
-            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
-            code._indent += 1
-        code.writelines([*self._welford_steps(block, ""), "#pragma omp simd", tile_loop])
-        with code.indent():
-            code.writelines(bind)
-            code.splice(block.body)
-        code.writeline("}")
-        for _ in self.reduction_ranges:
-            code._indent -= 1
-            code.writeline("}")
-        code.writeline(tile_loop)
-        with code.indent():
-            code.writelines(bind)
-            code.splice(block.suffix)
-            for epilogue in self.blocks[1:]:
-                code.splice(epilogue.body)
-        code.writeline("}")
-
-    def _codegen_block(self, code, block):
-        if block.kind == "outer":
-            code.splice(block.body)
-            return
-        code.splice(block.prefix)
-        lanes = self._uses_lanes(block)
-        if lanes:
-            code.writelines(self._lane_arrays(block))
-        for k, (var, size) in enumerate(zip(self.reduction_vars, self.reduction_ranges)):
-            if lanes and k == len(self.reduction_ranges) - 1:
-                self._codegen_lane_loops(code, block, var, size)
-                break
-            code.writelines(self._inner_pragmas(block, k))
-            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
-            code._indent += 1
-        else:
-            code.writelines(self._welford_steps(block, ""))
-            code.splice(block.body)
-        for _ in self.reduction_ranges[:-1] if lanes else self.reduction_ranges:
-            code._indent -= 1
-            code.writeline("}")
-        for op, acc in block.omp_reductions if lanes else []:   # fold the lanes into the accumulator
-            if op == "welford":
-                code.writeline(f"mi_welford_fold_lanes<{self.accumulators[f'{acc}_mean'][0]}, {LANES}>({acc}_mean_lanes, "
-                               f"{acc}_m2_lanes, {acc}_weight_lanes, {acc}_mean, {acc}_m2, {acc}_weight);")
-                continue
-            combined = f"std::{op}<{self.accumulators[acc][0]}>({acc}, {acc}_lanes[t])" if op in ("max", "min") \
-                else f"{acc} {op} {acc}_lanes[t]"
-            code.writeline(f"for (int64_t t = 0; t < {LANES}; t += 1) {{ {acc} = {combined}; }}")
-        code.splice(block.suffix)
-
-    def _uses_lanes(self, block) -> bool:
-        """Fold the row's reductions into LANES accumulators each (below)? For foldable
-        reductions over an innermost reduction loop of at least 2 * LANES steps, run on one
-        thread (a lane array outside an `omp parallel for` would be shared)."""
-        if not (block.omp_reductions and self.reduction_ranges and self.hint(self.reduction_ranges[-1]) >= 2 * LANES):
-            return False
-        if _welfords(block):   # no clause folds it, no loop of it runs in parallel: lanes, or a scalar loop
-            return not block.has_argreduction and all(op for op, _ in block.omp_reductions)
-        pragmas = [self._inner_pragmas(block, k) for k in range(len(self.reduction_ranges))]
-        return (pragmas[-1][:1] == [f"#pragma omp simd{self._reduction_clause(block)}"]
-                and not any("parallel" in p for ps in pragmas for p in ps))
-
-    def _lane_arrays(self, block) -> list[str]:
-        arrays = [f"{self.accumulators[acc][0]} {acc}_lanes[{LANES}]; for (int64_t t = 0; t < {LANES}; t += 1) "
-                  f"{{ {acc}_lanes[t] = {self.accumulators[acc][1]}; }}"
-                  for op, name in block.omp_reductions for acc in _state(op, name)]
-        return arrays + [f"int64_t {acc}_weight_lanes = 0;" for acc in _welfords(block)]   # the lanes share it
-
-    def _welford_steps(self, block, lanes: str) -> list[str]:
-        """Before each step of a loop holding Welford updates: count the step, in `{acc}_weight`
-        or (`lanes` "_lanes") the lanes' shared count, and take its reciprocal."""
-        return [f"const auto {acc}_rweight = mi_welford_step<{self.accumulators[f'{acc}_mean'][0]}>({acc}_weight{lanes});"
-                for acc in _welfords(block)]
-
-    def _codegen_lane_loops(self, code, block, var, size):
-        """The innermost reduction loop in steps of LANES, each step's element t folded into
-        lane t of each accumulator: LANES independent chains of adds (8 floats per AVX2
-        register, 4 registers; 16 per AVX-512 register, 2) where one accumulator waits on the latency of each add
-        (Inductor's C++ reductions use several vector accumulators too). Then the tail, into the
-        accumulator itself; the lanes are folded into it after the loops:
-
-            float acc0_lanes[32]; for (...) { acc0_lanes[t] = 0; }
-            for (int64_t r0_lanes = 0; r0_lanes < 1024; r0_lanes += 32) {
-                #pragma omp simd
-                for (int64_t r0 = r0_lanes; r0 < r0_lanes + 32; r0 += 1) {
-                    auto& acc0 = acc0_lanes[r0 - r0_lanes];
-                    acc0 = acc0 + in_ptr0[1024*i0 + r0];
-        """
-        n = self.size(size)
-        full = str(self.hint(size) // LANES * LANES) if is_static(size) else f"(({n}) / {LANES} * {LANES})"
-        code.writeline(f"for (int64_t {var}_lanes = 0; {var}_lanes < {full}; {var}_lanes += {LANES}) {{")
-        with code.indent():
-            code.writelines([*self._welford_steps(block, "_lanes"), "#pragma omp simd",
-                             f"for (int64_t {var} = {var}_lanes; {var} < {var}_lanes + {LANES}; {var} += 1) {{"])
-            with code.indent():
-                code.writelines(f"auto& {acc} = {acc}_lanes[{var} - {var}_lanes];"
-                                for op, name in block.omp_reductions for acc in _state(op, name))
-                code.splice(block.body)
-            code.writeline("}")
-        code.writeline("}")
-        if full == n:
-            return
-        code.writelines(self._inner_pragmas(block, len(self.reduction_ranges) - 1))
-        code.writeline(f"for (int64_t {var} = {full}; {var} < {n}; {var} += 1) {{")
-        with code.indent():
-            code.writelines(self._welford_steps(block, ""))
-            code.splice(block.body)
-        code.writeline("}")
-
-    @staticmethod
-    def _reduction_clause(block) -> str:
-        return "".join(f" reduction({op}:{acc})" for op, acc in block.omp_reductions)
-
-    def _inner_pragmas(self, block, k) -> list[str]:
-        """With no outer loop, the first inner loop runs in parallel; the innermost gets
-        `omp simd` (which, for a reduction, allows reassociating the sum)."""
-        if block.has_argreduction or any(op in (None, "welford") for op, _ in block.omp_reductions):
-            return []
-        clause = self._reduction_clause(block)
-        big = math.prod(map(self.hint, self.reduction_ranges)) >= self.config.parallel_min_numel
-        when = self._parallel_if(self.reduction_ranges)
-        if k == 0 and not self.ranges and (big or when):
-            return [f"#pragma omp parallel for{clause}{when}"]
-        if k == len(self.reduction_ranges) - 1:
-            return [f"#pragma omp simd{clause}"]
-        return []
-
-
-def _replaced(buffer: IndentedBuffer, old: str, new: str) -> IndentedBuffer:
-    replaced = IndentedBuffer()
-    replaced.lines = [line.replace(old, new) for line in buffer.lines]
-    return replaced
-
-
-def _state(op, acc) -> list[str]:
-    """The variables of an accumulator that lanes and column tiles keep one of each: a Welford
-    one's mean and m2 (their count is shared: `_welfords`)."""
-    return [f"{acc}_mean", f"{acc}_m2"] if op == "welford" else [acc]
-
-
-def _welfords(block) -> list[str]:
-    return [acc for op, acc in block.omp_reductions if op == "welford"]
-
 
 def c_function(name: str, write_body, params) -> str:
     """`extern "C" void name(params) { body }`. The body is written first: its loops note the
