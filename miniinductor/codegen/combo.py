@@ -52,7 +52,8 @@ from ..virtualized import V
 from .common import IndentedBuffer, Kernel, KernelArgs
 from .cpp import CppKernel, c_function
 from .cpp_vec import with_vector_twin
-from .triton import TritonKernel, jit_decorator
+from .triton import TritonKernel
+from .triton_program import jit_decorator
 
 
 class ComboKernel:

@@ -64,8 +64,9 @@ from ..logs import get_logger
 from ..runtime.triton_runtime import AutotuneCache, Launcher, benchmark, cdiv, load_module, next_power_of_2, precompile_all, set_tma_allocator
 from ..virtualized import V
 from .common import IndentedBuffer
-from .triton import TritonKernel, interpreter_range
+from .triton import TritonKernel
 from .triton_overrides import TRITON_TYPE
+from .triton_program import interpreter_range
 
 log = get_logger("autotune")
 #: operand dtypes the template computes
