@@ -88,7 +88,9 @@ def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
         return None
     step = {v: TILE if tiled is not None and v in (tiled, inner) else 1 for v in itervars}
     if tiled is not None and _tiles_along_a(tiled, inner, loads, stores[0]):
-        order = [v for v in order if v != tiled] + [tiled]
+        # then every loop in the transposed load's memory order, `a` innermost (its stride 1)
+        load = next(ld for ld in loads if ld is not None and ld.get(tiled) == 1 and abs(ld.get(inner, 0)) > 1)
+        order = sorted(moving, key=lambda v: -abs(load.get(v, 0)))
     loops = [Loop(f"{v}_tile" if step[v] > 1 else str(v), "0", str(size[v]), step[v], -(-size[v] // step[v]))
              for v in [v for v in itervars if size[v] == 1] + order]   # (a body may name a size-1 dim's variable)
     if tiled is None:
@@ -118,13 +120,16 @@ def merged_dims(itervars, ranges, accesses) -> list[list[int]] | None:
 
 
 def _tiles_along_a(a, b, loads, store) -> bool:
-    """Should the loop over tiles along `a` (the transposed loads' contiguous dim) be the inner
-    one of the two, not the one along `b` (the store's)? Yes where the store strides along `a`
-    less than those loads stride along `b`: the next tile's strided side then moves by 16 short
-    rows, not 16 long ones. [8, 64, 32, 32] on two threads (Inductor's tiles walk H*W innermost
-    both ways): NCHW -> channels-last 0.061 ms with C's tiles innermost, 0.043 with W's
-    (Inductor 0.036-0.046); BatchNorm + ReLU channels-last -> NCHW 0.066 ms with H*W's tiles
-    innermost, 0.076 with C's (Inductor 0.084)."""
+    """Should the tiles be walked along `a` (the transposed load's contiguous dim), the loops in
+    that load's memory order, rather than in the store's with the tiles along `b`? Yes where the
+    store strides along `a` less than the load strides along `b`: the next tile's strided side
+    then moves by 16 short rows, not 16 long ones, and the load is read in long runs. [8, 64,
+    32, 32] on two threads (Inductor's tiles walk H*W innermost both ways): NCHW -> channels-last
+    0.061 ms with C's tiles innermost, 0.043 with W's (Inductor 0.036-0.046); BatchNorm + ReLU
+    channels-last -> NCHW 0.066 ms with H*W's tiles innermost, 0.076 with C's (Inductor 0.084).
+    With C's tiles inside H's loop (not outside it, as now), the copy measured as fast alone but
+    slowed the convolution after it by 0.03-0.1 ms (each channel's page read 128 bytes at a
+    time)."""
     cross_b = max((abs(ld.get(b, 0)) for ld in loads if ld is not None and ld.get(a) == 1), default=0)
     return abs(store.get(a, 0)) < cross_b
 
