@@ -20,14 +20,15 @@ VecUnsupported, and the kernel keeps its omp-simd loop, the reason written in it
 
 The threads share the outer loops (`parallel for`, collapsed or not); a kernel of one loop
 shares its vectors, and its tail runs on one thread (`omp single`). Loop-invariant parts of the
-vector body (the splats, a batch norm's 1/sqrt(var + eps)) are hoisted by g++ out of the vector
-loop: it has no branch (a loop over steps with a tail branch inside measured slower).
+vector body (the splats, a batch norm's 1/sqrt(var + eps)) are written in the outermost loop they
+vary with (cpp_loops.hoist_invariant; g++ alone moved them out of the vector loop only, not out
+of the loops around it). The vector loop has no branch (a loop over steps with a tail branch
+inside measured slower).
 
 Values that do not vary along the innermost index stay scalars (`self.scalars`): index
 arithmetic of the outer indices and what is computed from it (a pooling window's bounds checks
 and divisor), taken as the scalar kernel writes them; a scalar float meeting a vector is
-splatted, and a scalar condition picks whole vectors (`c ? a : b`). g++ hoists them out of the
-vector loop.
+splatted, and a scalar condition picks whole vectors (`c ? a : b`).
 
 Simplified: pointwise kernels only (reductions keep their lane loops, codegen/cpp.py, which g++
 vectorizes), float32 buffers only, every load and store contiguous along the innermost index or
