@@ -67,7 +67,7 @@ from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, affine_strides, canonical_len, compute_dtype, innermost_strides
 from .cpp_loops import Loop
-from .cpp_reduction import COLUMN_TILE, LANES, WIDE_COLUMN_TILE, CppReductionLoops  # noqa: F401  (LANES: policy.py's)
+from .cpp_reduction import COLUMN_TILE, WIDE_COLUMN_TILE, CppReductionLoops
 from .cpp_tiles import CppTiledLoops
 
 DTYPE_TO_CPP = {

@@ -67,7 +67,12 @@ class LoopPlan:
     def transposed(self, strides) -> bool:
         """Does an access with `strides` run along `a` and stride along `b` (read it tile by tile)?"""
         a, b = self.tile or (None, None)
-        return self.tile is not None and strides is not None and strides.get(a) == 1 and abs(strides.get(b, 0)) > 1
+        return self.tile is not None and transposes(strides, a, b)
+
+
+def transposes(strides, a, b) -> bool:
+    """Does an access with `strides` (None: irregular) run along `a` and stride along `b`?"""
+    return strides is not None and strides.get(a) == 1 and abs(strides.get(b, 0)) > 1
 
 
 def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
@@ -89,7 +94,7 @@ def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
     step = {v: TILE if tiled is not None and v in (tiled, inner) else 1 for v in itervars}
     if tiled is not None and _tiles_along_a(tiled, inner, loads, stores[0]):
         # then every loop in the transposed load's memory order, `a` innermost (its stride 1)
-        load = next(ld for ld in loads if ld is not None and ld.get(tiled) == 1 and abs(ld.get(inner, 0)) > 1)
+        load = next(ld for ld in loads if transposes(ld, tiled, inner))
         order = sorted(moving, key=lambda v: -abs(load.get(v, 0)))
     loops = [Loop(f"{v}_tile" if step[v] > 1 else str(v), "0", str(size[v]), step[v], -(-size[v] // step[v]))
              for v in [v for v in itervars if size[v] == 1] + order]   # (a body may name a size-1 dim's variable)
@@ -130,7 +135,7 @@ def _tiles_along_a(a, b, loads, store) -> bool:
     With C's tiles inside H's loop (not outside it, as now), the copy measured as fast alone but
     slowed the convolution after it by 0.03-0.1 ms (each channel's page read 128 bytes at a
     time)."""
-    cross_b = max((abs(ld.get(b, 0)) for ld in loads if ld is not None and ld.get(a) == 1), default=0)
+    cross_b = max((abs(ld[b]) for ld in loads if transposes(ld, a, b)), default=0)
     return abs(store.get(a, 0)) < cross_b
 
 
@@ -139,7 +144,7 @@ def _tile_dim(inner, order, accesses, size):
     along `inner` (a transpose), both at least TILE / 2 long; None if there is none."""
     for strides in accesses:
         for v in order[:-1]:
-            if strides.get(v) == 1 and abs(strides.get(inner, 0)) > 1 and min(size[v], size[inner]) >= TILE // 2:
+            if transposes(strides, v, inner) and min(size[v], size[inner]) >= TILE // 2:
                 return v
     return None
 

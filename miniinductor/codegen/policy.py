@@ -53,7 +53,7 @@ import torch
 
 from ..config import Config
 from ..runtime.triton_runtime import cdiv, next_power_of_2
-from .cpp import LANES
+from .cpp_reduction import LANES
 
 #: the longest reduction computed in one block, the whole row at once (persistent)
 PERSISTENT_REDUCTION_MAX = 4096
