@@ -92,10 +92,8 @@ def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
     if order == moving and tiled is None:
         return None
     step = {v: TILE if tiled is not None and v in (tiled, inner) else 1 for v in itervars}
-    if tiled is not None and _tiles_along_a(tiled, inner, loads, stores[0]):
-        # then every loop in the transposed load's memory order, `a` innermost (its stride 1)
-        load = next(ld for ld in loads if transposes(ld, tiled, inner))
-        order = sorted(moving, key=lambda v: -abs(load.get(v, 0)))
+    if tiled is not None and (load := _tiles_along_a(tiled, inner, loads, stores[0])) is not None:
+        order = sorted(moving, key=lambda v: -abs(load.get(v, 0)))   # `a` innermost: its stride is 1
     loops = [Loop(f"{v}_tile" if step[v] > 1 else str(v), "0", str(size[v]), step[v], -(-size[v] // step[v]))
              for v in [v for v in itervars if size[v] == 1] + order]   # (a body may name a size-1 dim's variable)
     if tiled is None:
@@ -124,10 +122,10 @@ def merged_dims(itervars, ranges, accesses) -> list[list[int]] | None:
     return groups if any(len(g) > 1 for g in groups) else None
 
 
-def _tiles_along_a(a, b, loads, store) -> bool:
-    """Should the tiles be walked along `a` (the transposed load's contiguous dim), the loops in
-    that load's memory order, rather than in the store's with the tiles along `b`? Yes where the
-    store strides along `a` less than the load strides along `b`: the next tile's strided side
+def _tiles_along_a(a, b, loads, store) -> dict | None:
+    """The transposed load (the first) whose memory order the loops should take, the tiles walked
+    along `a` (its contiguous dim), or None: keep the store's order, the tiles along `b`. Taken
+    where the store strides along `a` less than a transposed load strides along `b`: the next tile's strided side
     then moves by 16 short rows, not 16 long ones, and the load is read in long runs. [8, 64,
     32, 32] on two threads (Inductor's tiles walk H*W innermost both ways): NCHW -> channels-last
     0.061 ms with C's tiles innermost, 0.043 with W's (Inductor 0.036-0.046); BatchNorm + ReLU
@@ -135,8 +133,8 @@ def _tiles_along_a(a, b, loads, store) -> bool:
     With C's tiles inside H's loop (not outside it, as now), the copy measured as fast alone but
     slowed the convolution after it by 0.03-0.1 ms (each channel's page read 128 bytes at a
     time)."""
-    cross_b = max((abs(ld[b]) for ld in loads if transposes(ld, a, b)), default=0)
-    return abs(store.get(a, 0)) < cross_b
+    transposed = [ld for ld in loads if transposes(ld, a, b)]
+    return transposed[0] if transposed and abs(store.get(a, 0)) < max(abs(ld[b]) for ld in transposed) else None
 
 
 def _tile_dim(inner, order, accesses, size):
