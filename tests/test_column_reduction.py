@@ -139,3 +139,26 @@ def test_bench_cpu_runs_a_subset_without_rewriting_the_docs():
         assert all(float(ms) > 0 for ms in cells[2:5]), row
         assert float(cells[7]) < 1e-3, row   # sums of 2048 floats in another order than eager's
     assert "not written" in done.stdout and (root / "docs" / "benchmarks.md").read_text() == docs
+
+
+@pytest.mark.sweep
+def test_bench_cpu_runs_under_mimalloc():
+    """`--malloc mimalloc` re-executes bench_cpu.py with mimalloc preloaded: the machine line says
+    so, /proc/self/maps was checked inside (a preload that did not load exits non-zero), and the
+    row is timed for all three backends with the same error as under glibc. Refuses
+    --steady-malloc with it, naming why."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    script = [sys.executable, str(root / "benchmarks" / "bench_cpu.py"), "--quick", "--no-cold", "--repeats", "1",
+              "--malloc", "mimalloc", "--cases", "layernorm"]
+    done = subprocess.run(script, capture_output=True, text=True, timeout=600, cwd=root)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "'malloc': 'mimalloc'" in done.stdout, done.stdout[:2000]
+    (row,) = [line for line in done.stdout.splitlines() if line.startswith("| layernorm | [")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert all(float(ms) > 0 for ms in cells[2:5]), row
+    assert float(cells[7]) < 1e-4, row   # layer norm of randn rows of 1024: rounding only
+    refused = subprocess.run(script + ["--steady-malloc"], capture_output=True, text=True, timeout=600, cwd=root)
+    assert refused.returncode == 2 and "would do nothing" in refused.stderr, refused.stderr[-2000:]
