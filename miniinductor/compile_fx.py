@@ -12,6 +12,7 @@ callable). `compile_graph` is the table of contents, every pass in order:
                      fold_conv_affine      C++: a per-channel affine after a conv (eval BatchNorm) → its weight
                                            and bias (conv_affine.py)
                      relu_after_max_pool   C++: max_pool(relu(y)), indices unread → relu(max_pool(y)) (conv_affine.py)
+                     winograd_convolutions C++, inference: 3x3 stride-1 convolutions → Winograd F(2x2, 3x3) (winograd.py)
                      prefetch_gemm_templates  max_autotune on a GPU: every matmul's template configs start
                                            compiling in threads, while lowering goes on (matmul.py)
                      decide_layout_opt     C++ or GPU, inference: 2-D convolutions channels-last (lowering/layout.py)
@@ -79,6 +80,7 @@ from .lowering import (
     relu_after_max_pool,
     split_reductions,
     unfuse_addmm,
+    winograd_convolutions,
 )
 from .lowering.graph import graph_device
 from .lowering.layout import decide_layout_opt
@@ -124,6 +126,7 @@ def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph"
     onednn_linear(gm, policy, config)
     fold_conv_affine(gm, policy, config)
     relu_after_max_pool(gm, policy, config)
+    winograd_convolutions(gm, policy, config, name)
     prefetch_gemm_templates(gm, policy, config, device)
     graph = GraphLowering(gm, example_inputs, config, name, policy)
     graph.layout_opt = decide_layout_opt(gm, policy, config, name)

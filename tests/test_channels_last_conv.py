@@ -31,6 +31,13 @@ pytestmark = pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_
 CONV_TOL = dict(rtol=1e-5, atol=1e-5)
 
 
+@pytest.fixture(autouse=True)
+def aten_convolutions(monkeypatch):
+    """These tests are about ATen's convolution run channels-last: Winograd (lowering/winograd.py,
+    tests/test_winograd.py) would take their 3x3 ones."""
+    monkeypatch.setitem(TEST_OPTIONS, "winograd", False)
+
+
 def conv_bn_relu(cin=16, cout=16):
     model = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU()).eval()
     model[1].running_mean.uniform_(-1, 1)

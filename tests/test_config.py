@@ -51,6 +51,7 @@ def non_default_options(tmp_path) -> dict:
         "realize_reads_threshold": 1,
         "realize_opcount_threshold": 1,
         "layout_optimization": False,
+        "winograd": False,
         "parallel_min_numel": 1,
         "onednn_linear": False,
         "freezing": True,

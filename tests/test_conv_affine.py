@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import check, check_grads, requires_miniinductor
+from conftest import TEST_OPTIONS, check, check_grads, requires_miniinductor
 from torch import nn
 
 import miniinductor
@@ -20,6 +20,13 @@ from miniinductor.compile_fx import collect_compiled
 
 pytestmark = requires_miniinductor
 TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def aten_convolutions(monkeypatch):
+    """The folding is read off ATen's convolution call: Winograd (tests/test_winograd.py) would
+    take the 3x3 ones, after the folding."""
+    monkeypatch.setitem(TEST_OPTIONS, "winograd", False)
 
 
 def randomised(model: nn.Module) -> nn.Module:
@@ -38,7 +45,7 @@ def randomised(model: nn.Module) -> nn.Module:
 def compiled_graph(fn, *args):
     torch._dynamo.reset()
     with collect_compiled() as graphs, torch.no_grad():
-        miniinductor.compile(fn)(*args)
+        miniinductor.compile(fn, winograd=False)(*args)
     (graph,) = graphs
     return graph
 

@@ -75,7 +75,7 @@ log = logging.getLogger("miniinductor")
 EXTERN_BY_DESIGN = {
     "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
     "_scaled_dot_product_flash_attention_for_cpu", "native_dropout", "rand", "randn",
-    "bernoulli", "convolution_backward", "scatter_add", "index_put", "_linear_pointwise",
+    "bernoulli", "convolution_backward", "scatter_add", "index_put", "_linear_pointwise", "winograd_conv3x3",
 }
 _logged_ops: set[str] = set()
 #: ops that cost far more than an add; on the CPU a value computed with one and read twice

@@ -61,7 +61,8 @@ def _is_2d_conv(node: torch.fx.Node) -> bool:
 
 def decide_layout_opt(gm: torch.fx.GraphModule, policy, config, name: str) -> bool:
     """Run this graph's 2-D convolutions channels-last? (Inductor's `decide_layout_opt`.)"""
-    convs = [n for n in gm.graph.nodes if n.op == "call_function" and _is_2d_conv(n)]
+    winograd = torch.ops.miniinductor.winograd_conv3x3.default   # (lowering/winograd.py: channels-last too)
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and (_is_2d_conv(n) or n.target is winograd)]
     static = all(isinstance(s, int) for n in convs for s in n.meta["val"].shape)
     decided = bool(convs) and static and config.layout_optimization and policy.channels_last_conv and name == "inference"
     if decided:
@@ -101,7 +102,10 @@ def constrain_extern(graph, node: torch.fx.Node, args) -> tuple[list, list | Non
     `graph.layout_opt`, a 2-D convolution takes its input channels-last, and so returns its
     output channels-last -- unless the input is NCHW as well (one channel), when ATen returns
     NCHW: what ATen does is found by running it on fake CPU tensors of the traced sizes (as
-    Inductor's `conv_layout`; meta tensors would not say: their convolution ignores the layout)."""
+    Inductor's `conv_layout`; meta tensors would not say: their convolution ignores the layout).
+    The Winograd convolution (lowering/winograd.py) takes its input channels-last always."""
+    if node.target is torch.ops.miniinductor.winograd_conv3x3.default:   # it needs channels-last (runtime/winograd.py)
+        return [require_channels_last(args[0]), *args[1:]], None
     if not (graph.layout_opt and _is_2d_conv(node)):
         return list(args), None
     hint = graph.sizevars.size_hint
