@@ -6,8 +6,19 @@ sub, exp and div; layer norm becomes var_mean-style sums, GELU becomes erf or ta
 arithmetic, and so on, and every piece is something we lower natively.
 
 Our table = PyTorch's core-ATen decompositions (the ops that define the "core ATen" opset)
-+ the composite ops below, each decomposed because its pieces are all pointwise ops and
-reductions that fuse into few kernels, where the ATen kernel would be one opaque call:
++ the composite ops in EXTRA, each decomposed because its pieces are all pointwise ops and
+reductions that fuse into few kernels, where the ATen kernel would be one opaque call
+- the ones in NOT_DECOMPOSED (one of them unsafe for any compiler: read its comment).
+
+How it differs from Inductor's table, every difference with its reason:
+  - core ATen decompositions Inductor drops and we keep: KEPT_THOUGH_INDUCTOR_EXCLUDES;
+  - the ones we drop: NOT_DECOMPOSED (Inductor drops the SDPA one too);
+  - ours only: EXTRA (Inductor has most of them in its own list), FOREACH (Inductor lowers
+    foreach ops to combo kernels instead), softmax through prepare_softmax_online (softmax.py);
+  - Inductor's own rewrites (`mm`/`bmm`/`addmm` of tiny or vector shapes as pointwise
+    arithmetic, `cat` of one tensor, quantized ops, `_to_copy`, `full`, ...): we lower those
+    ops as they are or call ATen, so a reader meets them once, in lowering/.
+tests/test_decompositions.py recomputes the differences against the installed torch.
 """
 from __future__ import annotations
 
@@ -39,7 +50,43 @@ EXTRA = [
 #: decompositions we refuse even though core ATen offers them, and why
 NOT_DECOMPOSED = [
     aten.addmm,  # one BLAS call with the bias fused is faster than mm followed by an add
+    # UNSAFE for a compiler (torch/_decomp/decompositions.py says Inductor must exclude it):
+    # it rewrites the CPU flash kernel as math attention whose second output is the
+    # attention probabilities, where `_scaled_dot_product_flash_attention_for_cpu_backward`
+    # (never decomposed) expects the logsumexp. Every F.scaled_dot_product_attention on the
+    # CPU then trained with wrong gradients. Forward and backward stay ATen calls instead.
+    aten._scaled_dot_product_flash_attention_for_cpu,
 ]
+
+#: Inductor removes these from core ATen's table (`decomps_to_exclude` in
+#: torch/_inductor/decomposition.py); we keep them decomposed. None is there for correctness:
+#: Inductor lowers them directly (or keeps them for a pass we do not have), and each
+#: decomposition gives eager's values. tests/test_decompositions.py checks this list
+#: against the installed torch, so a new exclusion upstream is read before it is inherited.
+KEPT_THOUGH_INDUCTOR_EXCLUDES = {
+    "_unsafe_index": "becomes aten.index, which we lower (Inductor skips its bounds checks instead)",
+    "_unsafe_masked_index": "becomes where(mask, index(...), fill); both lowered",
+    "_unsafe_masked_index_put_accumulate": "becomes index_put(accumulate=True), an ATen call",
+    "_softmax_backward_data": "pointwise ops and one sum, which fuse (Inductor lowers it whole)",
+    "clamp_max": "becomes clamp, one lowering for the three",
+    "clamp_min": "becomes clamp, one lowering for the three",
+    "embedding_dense_backward": "index_put with accumulate (Inductor excludes it for XPU only)",
+    "index_add": "index_put with accumulate (Inductor picks per call)",
+    "glu": "split + sigmoid + mul, all lowered",
+    "select_scatter": "we have no re-inplacing pass that needs it whole",
+    "silu": "x * sigmoid(x); Inductor's exact-eager form differs in the last bit",
+    "split": "views (Inductor lowers split directly to the same views)",
+    "squeeze": "a view",
+    "sum": "core's form is a sum with dtype; the same reduction",
+    "unbind": "select views",
+    "baddbmm": "bmm + pointwise (Inductor avoids the fp32 upcast of fp16 inputs for speed)",
+    "addcmul": "mul + add: eager CUDA fuses them with FMA, so GPU results may differ in the last bit",
+    "addcmul_": "as addcmul",
+    "addcdiv": "div + add: as addcmul",
+    "addcdiv_": "as addcdiv",
+    "lerp": "sub + mul + add: as addcmul",
+    "lerp_": "as lerp",
+}
 
 #: in inference only: GELU stays one op so that `addmm -> gelu` can become one BLAS call
 #: (lowering/pointwise.py). In training it is decomposed, so that AOTAutograd's

@@ -74,7 +74,7 @@ log = logging.getLogger("miniinductor")
 #: falling back on them is the plan, so they are logged quietly.
 EXTERN_BY_DESIGN = {
     "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
-    "_scaled_dot_product_flash_attention_for_cpu", "native_dropout", "rand", "randn",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward", "native_dropout", "rand", "randn",
     "bernoulli", "convolution_backward", "scatter_add", "index_put", "_linear_pointwise", "winograd_conv3x3",
 }
 _logged_ops: set[str] = set()
