@@ -1,21 +1,27 @@
 """`debug_accuracy` finds and names planted bugs, and reports a clean model clean.
 
 Each planted bug (miniinductor/debug/planted_bugs.py) breaks one known place: a lowering,
-an index in fused kernels only, an in-place write that races its own reads, and the
-embedding-backward mask bug of commit 3ed88c9. The tool must name the buffer and kernel
-that place produced, and its levels must classify it; the errors it reports are checked
-against what the planted bug does (e.g. a lowering that adds 1 is off by exactly 1).
+an index in fused kernels only, an in-place write that races its own reads, the
+embedding-backward mask bug of commit 3ed88c9, and two wrong decompositions (one planted,
+and the SDPA one of issue 34 put back), which no buffer check can see. The tool must name
+the buffer and kernel that place produced (or, for a decomposition, the decomposition), and
+its levels must classify it; the errors it reports are checked against what the planted
+bug does (e.g. a lowering that adds 1 is off by exactly 1).
 The kernels involved read and write in bounds (the planted indices are permutations), so
 none of this can crash the test process.
 """
 from __future__ import annotations
 
 import runpy
+import tempfile
+from unittest import mock
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import miniinductor
+from miniinductor.__main__ import main as cli_main
 from miniinductor.debug import planted_bugs
 
 aten = torch.ops.aten
@@ -168,3 +174,132 @@ def test_a_few_flipped_mask_elements_are_accuracy_many_are_logic():
     many[:, :8] = ~many[:, :8]
     verdict = flip_verdict(many, eager, pre.double() > 0)
     assert verdict.startswith("logic: 512 of 16384"), verdict
+
+
+# --------------------------------------------------------------------------- wrong decompositions
+def gelu_scaled(x):
+    return F.gelu(x) * 2
+
+
+def test_wrong_decomposition_is_named_not_clean():
+    """A decomposition of gelu that adds 1: the compiled buffers all match the decomposed
+    graph (so no buffer departs), but the outputs are off by exactly 2 (the +1, times 2);
+    the decomposition level names gelu's decomposition."""
+    x = torch.randn(4, 8, requires_grad=True)
+    with planted_bugs.wrong_decomposition(aten.gelu.default):
+        report = miniinductor.debug_accuracy(gelu_scaled, x)
+    assert report.culprit is None and not report.clean and report.kind == "decomposition", str(report)
+    assert abs(report.output_error - 2.0) < 1e-5, str(report)
+    check = report.decomposition
+    assert check.wrong and abs(check.outputs_error - 2.0) < 1e-5
+    assert aten.gelu.default in check.decomposed and check.culprits == [aten.gelu.default], str(report)
+    text = str(report)
+    assert "no buffer departs: clean" not in text and "NOT clean" in text
+    assert "the decomposed graph run eagerly already differs from eager: a decomposition is wrong" in text
+    assert "without the decomposition of aten.gelu.default it agrees" in text
+    # and with the decomposition table as it is, the same function is clean
+    assert miniinductor.debug_accuracy(gelu_scaled, x).clean
+
+
+def test_wrong_decomposition_next_to_a_bad_buffer_is_a_level():
+    """A lowering bug and a decomposition bug at once: the bad buffer is named first, and
+    the decomposition level still reports the decomposition."""
+    x = torch.randn(4, 8, requires_grad=True)
+    with planted_bugs.wrong_decomposition(aten.gelu.default), planted_bugs.wrong_lowering(aten.mul):
+        report = miniinductor.debug_accuracy(gelu_scaled, x, backward=False, levels=("decomposition",))
+    assert report.culprit is not None and report.kind == "lowering", str(report)
+    assert "a decomposition is wrong" in report.levels["decomposition"], str(report)
+    assert report.decomposition.culprits == [aten.gelu.default]
+
+
+def attn(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def attn_inputs():
+    gen = torch.Generator().manual_seed(0)
+    return [torch.randn(1, 2, 8, 16, generator=gen).requires_grad_() for _ in range(3)]
+
+
+ATTN_FILE = '''
+import torch
+import torch.nn.functional as F
+
+def attn(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+def example_inputs():
+    gen = torch.Generator().manual_seed(0)
+    return [torch.randn(1, 2, 8, 16, generator=gen).requires_grad_() for _ in range(3)]
+'''
+
+
+def test_sdpa_decomposition_bug_of_issue_34(tmp_path, capsys):
+    """The SDPA decomposition put back: the outputs agree, the gradients are far off, every
+    buffer matches its reference. Once reported "no buffer departs: clean", exit 0; now the
+    decomposition is named and `miniinductor accuracy model.py:attn` exits 1."""
+    with planted_bugs.sdpa_decomposed():
+        report = miniinductor.debug_accuracy(attn, *attn_inputs())
+    assert report.culprit is None and not report.clean and report.kind == "decomposition", str(report)
+    assert report.output_error > 1.0, str(report)           # the gradients are wrong ...
+    check = report.decomposition
+    assert check.outputs_error < 1e-5 and check.error > 1.0  # ... the outputs are not
+    flash = aten._scaled_dot_product_flash_attention_for_cpu.default
+    assert check.culprits == [flash], str(report)
+    assert "in the gradients; the outputs agree" in str(report)
+    # the command line (in this process, under the same planted bug)
+    (tmp_path / "model.py").write_text(ATTN_FILE)
+    capsys.readouterr()
+    with planted_bugs.sdpa_decomposed():
+        status = cli_main(["accuracy", f"{tmp_path}/model.py:attn"])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "no buffer departs: clean" not in out and "NOT clean" in out, out
+    assert "a decomposition is wrong" in out and f"without the decomposition of {flash} it agrees" in out, out
+    # and without the bug, the same command is clean
+    assert cli_main(["accuracy", f"{tmp_path}/model.py:attn"]) == 0, capsys.readouterr().out
+    assert "no buffer departs: clean" in capsys.readouterr().out
+
+
+def test_sdpa_is_clean_with_the_decomposition_table_as_it_is():
+    report = miniinductor.debug_accuracy(attn, *attn_inputs())
+    assert report.clean and report.decomposition is None, str(report)
+
+
+def test_a_wrong_lowering_leaves_the_decomposition_level_clean():
+    """The decomposition level agrees when the decompositions are right; the bad buffer is
+    still the verdict."""
+    x, w = ln_inputs()
+    with planted_bugs.wrong_lowering(aten.rsqrt):
+        report = miniinductor.debug_accuracy(layer_norm_affine, x, w, levels=("decomposition",))
+    assert report.kind == "lowering" and report.decomposition.agrees, str(report)
+    assert report.levels["decomposition"].startswith("the decomposed graph run eagerly agrees with eager")
+
+
+def test_error_outside_every_buffer_and_decomposition_is_not_clean():
+    """A pass that rewrites the ATen graph before lowering (tanh → sin): every buffer matches
+    the rewritten graph, the decomposed graph is right; the report says where the error
+    must enter instead, and is not clean."""
+    x = torch.randn(4, 8)
+    with planted_bugs.wrong_graph_pass(aten.tanh.default, aten.sin.default):
+        report = miniinductor.debug_accuracy(torch.tanh, x, backward=False)
+    assert report.culprit is None and report.kind == "unlocated" and not report.clean, str(report)
+    assert abs(report.output_error - (x.tanh() - x.sin()).abs().max().item()) < 1e-5
+    assert report.decomposition.agrees and report.decomposition.error == 0.0
+    assert "a pass that rewrites the ATen graph before lowering" in str(report)
+
+
+# --------------------------------------------------------------------------- nothing left behind
+def test_no_temporary_folders_are_left_behind(tmp_path):
+    """The repro script is written only where asked (repro_dir=); without it, nothing lands
+    in the temporary directory (it once gained a miniinductor_accuracy_* folder per run)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    x, w = ln_inputs()
+    with mock.patch.object(tempfile, "tempdir", str(temp)), planted_bugs.wrong_lowering(aten.rsqrt):
+        report = miniinductor.debug_accuracy(layer_norm_affine, x, w, levels=("float64",))
+        asked = miniinductor.debug_accuracy(layer_norm_affine, x, w, levels=(), repro_dir=tmp_path / "repro")
+    assert report.culprit is not None and report.repro is None
+    assert "repro: not written" in str(report)
+    assert list(temp.iterdir()) == [], list(temp.iterdir())
+    assert asked.repro is not None and asked.repro.parent == tmp_path / "repro" and asked.repro.exists()

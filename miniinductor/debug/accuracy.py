@@ -3,8 +3,10 @@
 Phase 7 (debug). In: a function or module and example inputs. Out: an `AccuracyReport`
 that names the first buffer, in execution order, whose compiled value departs from
 its reference while its inputs agree -- its kernel's name and source, the ATen nodes it
-came from, its fused group, the largest error and where -- and a standalone script that
-reruns that one kernel on saved inputs.
+came from, its fused group, the largest error and where -- and, with `repro_dir`, a
+standalone script that reruns that one kernel on saved inputs (kernel_repro.py; nothing
+is written anywhere else). When no buffer departs but the results differ from eager, the
+report says where the error must come from instead (below), and is not clean.
 
 Every buffer of every graph is computed three ways, on the inputs the compiled graph
 was really called with (recorded on its first call, forward and backward):
@@ -21,6 +23,14 @@ means lowering. Then, for that buffer, levels:
   float64   the ATen graph rerun with every float widened to float64; eager's error and
             the compiled error against it tell an accuracy issue (accumulation order, TF32:
             last digits, like eager's) from a logic bug (leading digits).
+Every buffer's reference is computed from the *decomposed* ATen graph, so a wrong
+decomposition passes them all. Whenever the outputs or gradients differ from eager (and
+"decomposition" is in `levels`, as by default), one more level runs, on the whole function:
+  decomposition  the same capture with each ATen graph run eagerly instead of compiled,
+            against eager; if it already differs, a decomposition is wrong, and bisection
+            over the decompositions that ran names the one (decomposition_check.py).
+The report is clean only when no buffer departs *and* the outputs and gradients agree with
+eager; when they differ and no buffer departs, it says where the error must come from.
 
 Mirrors the purpose of Inductor's accuracy minifier (`torch/_dynamo/repro/after_aot.py`,
 `TORCHDYNAMO_REPRO_LEVEL=4`), which shrinks the graph until the error persists; having
@@ -31,7 +41,6 @@ float64 on the CPU.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
 from pathlib import Path
 
 import torch
@@ -45,9 +54,11 @@ from ..logs import plural
 from ..scheduler import FusedGroup
 from ..virtualized import V
 from .compare import _copy_inputs, max_abs_error
+from .decomposition_check import DecompositionCheck, check_decompositions
+from .kernel_repro import write_repro
 from .report import write_report
 
-LEVELS = ("fusion", "fallback", "float64")
+LEVELS = ("fusion", "fallback", "float64", "decomposition")
 #: float32 keeps ~7 digits; accumulation order or TF32 (10-bit mantissa) changes the last
 #: ones: a relative error (to the value's largest magnitude) under this is "accuracy" ...
 PRECISION_FLOOR = {torch.float32: 5e-3, torch.float16: 5e-2, torch.bfloat16: 5e-2, torch.float64: 1e-9}
@@ -112,14 +123,20 @@ class AccuracyReport:
     checks: list[BufferCheck]     # every buffer of every graph, in execution order
     output_error: float           # compiled vs eager over outputs (and input gradients)
     culprit: BufferCheck | None = None
-    kind: str = ""                # "codegen" (kernel != its IR) or "lowering" (IR != ATen)
+    #: "codegen" (kernel != its IR), "lowering" (IR != ATen); with no bad buffer but results
+    #: that differ from eager: "decomposition" (the decomposed graph run eagerly differs
+    #: already) or "unlocated" (it does not, or that level did not run)
+    kind: str = ""
     levels: dict = dataclasses.field(default_factory=dict)   # level → one-line verdict
-    repro: Path | None = None     # standalone script rerunning the culprit's kernel
+    repro: Path | None = None     # standalone script rerunning the culprit's kernel (repro_dir=)
     outputs_agree: bool = False   # outputs (and gradients) within rtol/atol of eager's
+    decomposition: DecompositionCheck | None = None   # the decomposition level, if it ran
+    gradients: bool = False       # output_error covers gradients too
 
     @property
     def clean(self) -> bool:
-        return self.culprit is None
+        """No buffer departs and the outputs and gradients agree with eager's."""
+        return self.culprit is None and self.outputs_agree
 
     @property
     def kernel_source(self) -> str | None:
@@ -146,9 +163,9 @@ class AccuracyReport:
 
     def __str__(self):
         head = (f"debug_accuracy: {plural(len(self.checks), 'buffer')} in {plural(len(self.graphs), 'graph')} checked; "
-                f"outputs vs eager: max abs error {self.output_error:.3g}")
+                f"outputs{' and gradients' if self.gradients else ''} vs eager: max abs error {self.output_error:.3g}")
         if self.culprit is None:
-            return head + "\nno buffer departs: clean"
+            return "\n".join([head] + self._unlocated())
         c, cg = self.culprit, self.graphs[self.culprit.graph]
         what = ("the kernel departs from its own IR on the same inputs (codegen: fusion, indexing, a race)"
                 if self.kind == "codegen" else "the IR departs from ATen on agreeing inputs (lowering)")
@@ -159,8 +176,29 @@ class AccuracyReport:
         lines += [f"  kernel vs IR: {c.kernel_vs_ir}"] if c.kernel_vs_ir else []
         lines += [f"  vs eager ATen ({c.aten}): {c.vs_eager}"] if c.vs_eager else []
         lines += [f"  {level}: {verdict}" for level, verdict in self.levels.items()]
-        lines += [f"  repro: python {self.repro}"] if self.repro else []
+        if self.repro or c.kernel in cg.kernels:
+            lines.append(f"  repro: python {self.repro}" if self.repro else
+                         "  repro: not written (repro_dir= or --repro-dir DIR writes a script rerunning this kernel)")
         return "\n".join(lines)
+
+    def _unlocated(self) -> list[str]:
+        """The verdict when no buffer departs from its own reference."""
+        if self.outputs_agree:
+            return ["no buffer departs: clean"]
+        lines = ["no buffer departs from its own reference (the ATen graph it was lowered from), "
+                 "yet the outputs or gradients differ from eager beyond tolerance: NOT clean"]
+        check = self.decomposition
+        if check is not None and check.wrong:
+            return lines + [f"  decomposition: {check}"]
+        if check is not None and check.agrees:
+            return lines + [f"  decomposition: {check}",
+                            "  so the error enters after decomposition, outside the buffers checked: a pass that "
+                            "rewrites the ATen graph before lowering, a graph run without being compiled, or how "
+                            "the compiled graph returns its outputs (views, strides, input mutations)"]
+        return lines + [f"  decomposition: {check}" if check is not None else
+                        "  decomposition: level not run (it tells whether the decomposed graph is already wrong)",
+                        "  the error comes from a decomposition or capture, a pass that rewrites the ATen graph "
+                        "before lowering, a graph run without being compiled, or how the compiled graph returns its outputs"]
 
     @staticmethod
     def _origin_text(cg, origins):
@@ -174,12 +212,15 @@ def _leaves(fn, inputs):
     return [x for x in tree_flatten(inputs)[0] if isinstance(x, torch.Tensor) and x.requires_grad] + params
 
 
-def run_fn(fn, inputs, backward: bool, seed: int = 0) -> list[torch.Tensor]:
+def run_fn(fn, inputs, backward: bool, seed: int = 0, n_outputs: list | None = None) -> list[torch.Tensor]:
     """fn's tensor outputs and, if `backward`, the gradients of its tensor inputs and
-    parameters for fixed random output gradients (the same for every run)."""
+    parameters for fixed random output gradients (the same for every run). The number of
+    outputs is appended to `n_outputs` if given."""
     inputs = _copy_inputs(inputs)
     outs = [t for t in tree_flatten(fn(*inputs))[0] if isinstance(t, torch.Tensor)]
     results = [t.detach() for t in outs]
+    if n_outputs is not None:
+        n_outputs.append(len(outs))
     diff = [t for t in outs if t.requires_grad and t.dtype.is_floating_point]
     leaves = _leaves(fn, inputs)
     if backward and diff and leaves:
@@ -320,18 +361,27 @@ class _Job:
     rtol: float
     atol: float
     reference: list
+    n_outputs: int                # reference[:n_outputs] are outputs, the rest gradients
+
+    def run(self, **options) -> list:
+        """Compile again with these options on top and run: the results."""
+        return _compiled_run(self.fn, self.inputs, self.backward, self.seed, {**self.options, **options})[0]
 
     def rerun(self, **options) -> tuple[bool, float]:
         """Compile again with these options on top: (right now?, max abs error vs eager)."""
-        results, _ = _compiled_run(self.fn, self.inputs, self.backward, self.seed, {**self.options, **options})
-        return self.judge(results)
+        return self.judge(self.run(**options))
 
     def judge(self, results) -> tuple[bool, float]:
         """(results agree with eager's within rtol/atol?, max abs error vs eager)."""
+        return self.judge_split(results)[:2]
+
+    def judge_split(self, results) -> tuple[bool, float, float]:
+        """judge's two answers, and the max abs error over the outputs alone."""
         if len(results) != len(self.reference):
-            return False, float("inf")
+            return False, float("inf"), float("inf")
         ok = all(not tensor_error(r, e, self.rtol, self.atol).bad for r, e in zip(results, self.reference))
-        return ok, max_abs_error(results, self.reference)
+        n = self.n_outputs
+        return ok, max_abs_error(results, self.reference), max_abs_error(results[:n], self.reference[:n])
 
 
 def float64_verdict(value, eager32, eager64) -> str:
@@ -360,83 +410,25 @@ def flip_verdict(value, eager32, eager64) -> str:
             + ("; a compared value lies within rounding of its threshold" if kind == "accuracy" else ""))
 
 
-def write_repro(cg, kname, values, folder, rtol: float, atol: float) -> Path:
-    """A script (and a .pt file) that reruns kernel `kname` alone on its saved inputs and
-    prints each output's largest error against the IR interpreter's value."""
-    kernel = cg.kernels[kname]
-    source, arg_names, inplace = kernel.source, kernel.args, kernel.inplace
-    group = next(g for g in cg.fused_groups() if g.kernel_name == kname)
-    outs = [n for n in group.get_names() if n in values["kernel"]]
-    inputs = {n: values["kernel"].get(n, values["ir"].get(n)) for n in arg_names if n not in outs}
-    inputs.update((n, t) for n, t in zip(cg.graph.graph_input_names, values["args"]) if n in arg_names)
-    inputs.update((n, t) for n, t in cg.graph.constants.items() if n in arg_names)
-    expected = {n: values["ir"][n] for n in outs}
-    layouts = {n: (tuple(t.shape), tuple(t.stride()), t.dtype) for n, t in expected.items() if n not in inplace}
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    data = folder / f"{cg.graph.name}_{kname}.pt"
-    torch.save({"inputs": {n: t.cpu() for n, t in inputs.items()},
-                "expected": {n: t.cpu() for n, t in expected.items()}}, data)
-    device = cg.graph.current_device()
-    if kernel.language == "cpp":
-        load = (f"kernel = load_kernels(SOURCE, [{kname!r}], cxx={cg.graph.config.cxx!r})[{kname!r}]\n"
-                "kernel(*[c_void_p(buffers[n].data_ptr()) for n in ARGS])")
-    else:
-        load = (f"kernel = load_module(SOURCE, interpret={device.type == 'cpu'}).launch_{kname}\n"
-                "kernel(*[buffers[n] for n in ARGS])")
-    script = folder / f"repro_{cg.graph.name}_{kname}.py"
-    script.write_text(f'''"""Reruns kernel {kname} of graph {cg.graph.name} alone (written by miniinductor.debug_accuracy).
-Expected values are the IR interpreter's on the same inputs. Exit status 1 if an output departs
-by more than atol + rtol * |expected| (atol={atol}, rtol={rtol})."""
-import sys
-from ctypes import c_void_p
-from pathlib import Path
-import torch
-from miniinductor.runtime.cpp_builder import load_kernels
-from miniinductor.runtime.triton_runtime import load_module
-
-SOURCE = r\'\'\'
-{source}
-\'\'\'
-ARGS = {list(arg_names)!r}
-INPLACE = {inplace!r}   # output → the input whose memory it is written over
-LAYOUTS = {layouts!r}
-data = torch.load(Path(__file__).with_name({data.name!r}))
-device = torch.device({str(device)!r})
-buffers = {{n: t.to(device) for n, t in data["inputs"].items()}}
-for name, (size, stride, dtype) in LAYOUTS.items():
-    buffers[name] = torch.empty_strided(size, stride, dtype=dtype, device=device)
-{load}
-if device.type == "cuda":
-    torch.cuda.synchronize()
-bad = False
-for name, expected in data["expected"].items():
-    got, expected = buffers[INPLACE.get(name, name)].cpu().double(), expected.double()
-    diff = torch.where(got == expected, 0.0, (got - expected).abs()).nan_to_num(nan=float("inf"))
-    print(f"{{name}}: max abs error {{diff.max().item() if diff.numel() else 0.0:.3g}}")
-    bad = bad or bool((diff > {atol} + {rtol} * expected.abs()).any())
-sys.exit(1 if bad else 0)
-''')
-    return script
-
-
 # --------------------------------------------------------------------------- the tool
 def debug_accuracy(fn, *inputs, backward: bool = True, rtol: float = 1e-4, atol: float = 1e-5,
                    levels=LEVELS, repro_dir=None, seed: int = 0, **options) -> AccuracyReport:
     """Compile `fn` (with `**options`), run it forward and, if `backward`, backward with
     fixed random output gradients; check every buffer of every graph (kernel vs IR vs
     ATen, see the module docstring) and return the report. `levels`: which of "fusion",
-    "fallback", "float64" to run on the first bad buffer. `repro_dir`: where the
-    reproducing script goes (a fresh temporary folder by default)."""
+    "fallback", "float64" to run on the first bad buffer, and whether to run
+    "decomposition" when the results differ from eager. `repro_dir`: where the script
+    reproducing the bad buffer's kernel goes (none is written without it)."""
     unknown = set(levels) - set(LEVELS)
     if unknown:
         raise ValueError(f"unknown levels {sorted(unknown)}; valid: {', '.join(LEVELS)}")
-    reference = run_fn(fn, inputs, backward, seed)
+    n_outputs = []
+    reference = run_fn(fn, inputs, backward, seed, n_outputs)
     results, recorded = _compiled_run(fn, inputs, backward, seed, options)
     graphs = [cg for cg, _ in recorded]
-    job = _Job(fn, inputs, backward, seed, options, rtol, atol, reference)
+    job = _Job(fn, inputs, backward, seed, options, rtol, atol, reference, n_outputs[0])
     outputs_agree, output_error = job.judge(results)
-    report = AccuracyReport(graphs, [], output_error, outputs_agree=outputs_agree)
+    report = AccuracyReport(graphs, [], output_error, outputs_agree=outputs_agree, gradients=len(reference) > job.n_outputs)
     for index, (cg, args) in enumerate(recorded):
         checks, values = check_graph(index, cg, args, rtol, atol)
         report.checks += checks
@@ -446,9 +438,14 @@ def debug_accuracy(fn, *inputs, backward: bool = True, rtol: float = 1e-4, atol:
             report.kind = "codegen" if culprit.kernel_vs_ir is not None and culprit.kernel_vs_ir.bad else "lowering"
             values["args"] = args
             _levels(report, values, job, levels)
-            if culprit.kernel in cg.kernels:
-                report.repro = write_repro(cg, culprit.kernel, values,
-                                           repro_dir or tempfile.mkdtemp(prefix="miniinductor_accuracy_"), rtol, atol)
+            if culprit.kernel in cg.kernels and repro_dir is not None:
+                report.repro = write_repro(cg, culprit.kernel, values, repro_dir, rtol, atol)
+    if not outputs_agree and "decomposition" in levels:
+        report.decomposition = check_decompositions(job)
+        if report.culprit is not None:
+            report.levels["decomposition"] = str(report.decomposition)
+    if report.culprit is None and not outputs_agree:
+        report.kind = "decomposition" if report.decomposition is not None and report.decomposition.wrong else "unlocated"
     return report
 
 
@@ -457,7 +454,7 @@ def _levels(report, values, job: _Job, levels):
     cg = report.graphs[c.graph]
     if report.outputs_agree and {"fusion", "fallback"} & set(levels):
         report.levels["reruns"] = ("the outputs already agree with eager within tolerance, so reruns "
-                                   "with fusion off or the op in ATen cannot tell anything: skipped")
+                                   "with fusion off, the op in ATen or the graph uncompiled cannot tell anything: skipped")
         levels = [level for level in levels if level == "float64"]
     if "fusion" in levels:
         ok, err = job.rerun(fusion=False)

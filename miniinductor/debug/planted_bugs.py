@@ -5,7 +5,8 @@ names each kind of bug; never used by the compiler itself. No Inductor twin (its
 plant bugs with `torch._inductor.config` knobs made for the purpose, e.g.
 `cpp.inject_relu_bug_TESTING_ONLY`). Each one patches a single function or table entry
 and restores it on exit; kernels built meanwhile are cached under their (buggy) source,
-so they never leak into a correct compile.
+so they never leak into a correct compile. The decomposition bugs patch the table that
+capture/aot.py asks for (`aot.decomposition_table`), not the cached tables themselves.
 """
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ import contextlib
 from unittest import mock
 
 import sympy
+import torch
+from torch._decomp import core_aten_decompositions
+from torch._decomp import decomposition_table as all_decompositions
 
 from .. import compile_fx
+from ..capture import aot
 from ..codegen.cpp import CppKernel, CppOverrides
 from ..ir.nodes import ComputedBuffer, ExternKernel
 from ..lowering import registry
@@ -81,4 +86,59 @@ def unsafe_inplace():
                         break
         return pairs
     with mock.patch.object(compile_fx, "inplace_buffers", inplace):
+        yield
+
+
+@contextlib.contextmanager
+def _table_entries(entries: dict):
+    """Capture's decomposition table with `entries` ({op overload: decomposition}) on top."""
+    real = aot.decomposition_table
+
+    def table(**kwargs):
+        return {**real(**kwargs), **entries}
+    with mock.patch.object(aot, "decomposition_table", table):
+        yield
+
+
+@contextlib.contextmanager
+def wrong_decomposition(op: torch._ops.OpOverload, delta=1.0):
+    """A decomposition that adds `delta` to the op's (first) result: every buffer matches
+    its reference, computed from the decomposed graph; only eager shows the error. `op` is
+    decomposed by PyTorch's own decomposition of it, plus `delta` (in training and inference)."""
+    real = all_decompositions[op]
+
+    def buggy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        return (out[0] + delta, *out[1:]) if isinstance(out, (tuple, list)) else out + delta
+    with _table_entries({op: buggy}):
+        yield
+
+
+@contextlib.contextmanager
+def sdpa_decomposed():
+    """The bug of issue 34, put back: core ATen's decomposition of the CPU flash attention
+    kernel (`aten._scaled_dot_product_flash_attention_for_cpu`, what F.scaled_dot_product_attention
+    calls on the CPU) back in the table (capture/decompositions.py's NOT_DECOMPOSED leaves it
+    out). Its output is right, but in the place of the kernel's logsumexp it returns the
+    attention weights, and the backward kernel that autograd leaves in the graph
+    (`..._for_cpu_backward`) reads them as the logsumexp: the gradients are wrong, while
+    every compiled buffer matches the decomposed graph."""
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    with _table_entries({op: core_aten_decompositions()[op]}):
+        yield
+
+
+@contextlib.contextmanager
+def wrong_graph_pass(op: torch._ops.OpOverload, replacement: torch._ops.OpOverload):
+    """A pass over the ATen graph before lowering (where lowering's own FX passes run:
+    compile_fx.lower) that rewrites every `op` node into `replacement`: the buffers match the
+    rewritten graph and the decomposed graph is right, so only the results show it."""
+    real = compile_fx.addmm_activation
+
+    def rewrite(gm, config):
+        for node in gm.graph.find_nodes(op="call_function", target=op):
+            node.target = replacement
+        gm.recompile()
+        return real(gm, config)
+    with mock.patch.object(compile_fx, "addmm_activation", rewrite):
         yield
