@@ -17,7 +17,10 @@ Where an option's value comes from, strongest first:
 So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze, and
 `miniinductor.compile(fn, mode="reduce-overhead", cudagraphs=False)` records no CUDA graph.
 (torch.compile itself refuses `mode` and `options` together.)
-`Config.build(...)` applies that order and rejects unknown names, listing close matches.
+`Config.build(...)` applies that order and rejects unknown names, listing close matches;
+every `Config` checks each value against its field's annotation, `CHOICES` and `MINIMUMS`
+(`option max_fusion_size='big': expected an int >= 1`), so `miniinductor.compile` fails at
+once and torch.compile at the first call, not deep inside the compiler.
 Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same fields, and a
 GraphNet-style dict is taken whole, by either route:
     {"template": "tma", "mode": "max-autotune", "freezing": True,
@@ -35,11 +38,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import importlib.util
 import inspect
 import logging
+import numbers
 import os
 import shutil
+import types
+import typing
 
 import torch
 
@@ -78,6 +85,12 @@ ALIASES = {"triton.cudagraphs": "cudagraphs",
 #: keys of a GraphNet-style config dict that are not option names: template → a preset,
 #: inductor_config → explicit options (`mode` and `freezing` are read as usual)
 GRAPHNET_KEYS = ("template", "inductor_config")
+#: the values a str option may take (any other str option takes any str)
+CHOICES = {"cpu_backend": ("cpp", "triton"), "gemm_fp32_precision": GEMM_FP32_PRECISIONS,
+           "autocast_dtype": AUTOCAST_DTYPES}
+#: the least value of each int option (every int option has one)
+MINIMUMS = {"mix_order_min_numel": 0, "max_fusion_size": 1, "realize_reads_threshold": 0,
+            "realize_opcount_threshold": 0, "parallel_min_numel": 0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +115,7 @@ class Config:
     "Folder to write a trace of every compiled graph into (default: $MINIINDUCTOR_TRACE)."
     fallback_all: bool = False
     "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
-    fallback_ops: tuple = ()
+    fallback_ops: tuple[str, ...] = ()
     "ATen ops (as str(op), e.g. 'aten.add.Tensor') that run as ATen calls (for confirming a suspicious lowering)."
     fusion: bool = True
     "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and debugging)."
@@ -135,6 +148,18 @@ class Config:
     cpp_wrapper: bool = False
     ("the wrapper that allocates buffers and calls the kernels is C++, compiled (CPU: with the C++ kernels; "
      "GPU: it launches the Triton kernels through the CUDA driver), for less host time per call.")
+
+    def __post_init__(self):
+        """Every field checked against its annotation (bool: True or False only; int: an int,
+        not a bool or float, at least MINIMUMS[name]; str: one of CHOICES[name] where listed;
+        `X | None`: None too), so a bad value fails here, naming the option, not deep inside."""
+        for name, hint in _field_types().items():
+            _check_option(name, getattr(self, name), hint)
+        bad = [b for b in self.max_autotune_gemm_backends.split(",") if b not in GEMM_BACKENDS]
+        if bad:
+            raise ValueError(f"option max_autotune_gemm_backends={self.max_autotune_gemm_backends!r} lists "
+                             f"{', '.join(map(repr, bad))}: valid backends are {', '.join(GEMM_BACKENDS)}, "
+                             f"comma-separated (e.g. 'ATEN,TRITON' or 'TRITON')")
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
@@ -184,21 +209,21 @@ class Config:
                 raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names + list(ALIASES))}")
         if isinstance(options.get("autocast_dtype"), torch.dtype):   # torch.bfloat16 → "bfloat16"
             options["autocast_dtype"] = str(options["autocast_dtype"]).removeprefix("torch.")
-        if isinstance(options.get("fallback_ops"), (list, set, str)):   # hashable, like every field
-            ops = options["fallback_ops"]
-            options["fallback_ops"] = (ops,) if isinstance(ops, str) else tuple(ops)
+        if isinstance(options.get("fallback_ops"), (list, tuple, set, str, torch._ops.OpOverload)):
+            ops = options["fallback_ops"]   # hashable, like every field; ops by name, as str(op)
+            ops = [ops] if isinstance(ops, (str, torch._ops.OpOverload)) else ops
+            options["fallback_ops"] = tuple(str(op) if isinstance(op, torch._ops.OpOverload) else op for op in ops)
+        for name in ("cxx", "trace"):   # a pathlib.Path → its str
+            if isinstance(options.get(name), os.PathLike):
+                options[name] = os.fspath(options[name])
+        for name in MINIMUMS:   # a numpy integer → int (a bool stays, and fails the check)
+            value = options.get(name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, (int, bool)):
+                options[name] = int(value)
         if isinstance(options.get("max_autotune_gemm_backends"), str):   # " aten, triton" → "ATEN,TRITON"
             options["max_autotune_gemm_backends"] = ",".join(
                 b.strip().upper() for b in options["max_autotune_gemm_backends"].split(","))
-        config = cls(**options)
-        bad = [b for b in config.max_autotune_gemm_backends.split(",") if b not in GEMM_BACKENDS]
-        if bad:
-            raise ValueError(f"max_autotune_gemm_backends lists {', '.join(map(repr, bad))}: valid backends are "
-                             f"{', '.join(GEMM_BACKENDS)}, comma-separated (e.g. 'ATEN,TRITON' or 'TRITON')")
-        _check_choice("cpu_backend", config.cpu_backend, ("cpp", "triton"))
-        _check_choice("gemm_fp32_precision", config.gemm_fp32_precision, GEMM_FP32_PRECISIONS)
-        _check_choice("autocast_dtype", config.autocast_dtype, AUTOCAST_DTYPES)
-        return config
+        return cls(**options)   # __post_init__ checks every value
 
 
 def _resolve_aliases(options: dict | None) -> dict:
@@ -238,9 +263,62 @@ def log_unavailable_features(config: Config):
                  "CUTLASS is not installed (pip install nvidia-cutlass, and nvcc from the CUDA toolkit)")
 
 
-def _check_choice(name, value, valid):
-    if value not in valid:
-        raise ValueError(f"{name} must be one of {', '.join(map(repr, valid))}; got {value!r}")
+_TYPE_WORDS = {bool: "True or False", int: "an int", str: "a str", tuple: "a tuple", type(None): "None"}
+
+
+@functools.cache
+def _field_types() -> dict:
+    """Config's field name → its annotation, evaluated (`str | None`, `tuple[str, ...]`)."""
+    hints = typing.get_type_hints(Config)
+    return {f.name: hints[f.name] for f in dataclasses.fields(Config)}
+
+
+def _alternatives(hint) -> tuple:
+    """`X | Y` → (X, Y); anything else → (hint,)."""
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
+def _allows(name, value, hint) -> bool:
+    """Whether `value` is one that option `name`, annotated `hint`, takes."""
+    for kind in _alternatives(hint):
+        base, args = typing.get_origin(kind) or kind, typing.get_args(kind)
+        if base is type(None):
+            ok = value is None
+        elif base is bool:
+            ok = isinstance(value, bool)
+        elif base is int:
+            ok = isinstance(value, int) and not isinstance(value, bool) and value >= MINIMUMS.get(name, value)
+        elif base is str:
+            ok = isinstance(value, str) and value in CHOICES.get(name, (value,))
+        elif base is tuple:
+            item = args[0] if len(args) == 2 and args[1] is Ellipsis else None
+            ok = isinstance(value, tuple) and (item is None or all(_allows(name, v, item) for v in value))
+        else:
+            raise TypeError(f"Config.{name}: no check for its annotation {kind!r}")
+        if ok:
+            return True
+    return False
+
+
+def _describe(name, hint) -> str:
+    """What option `name`, annotated `hint`, takes, in words: "an int >= 1", "one of 'cpp', 'triton'"."""
+    words = []
+    for kind in _alternatives(hint):
+        base, args = typing.get_origin(kind) or kind, typing.get_args(kind)
+        if base is int and name in MINIMUMS:
+            words.append(f"an int >= {MINIMUMS[name]}")
+        elif base is str and name in CHOICES:
+            words.append(f"one of {', '.join(map(repr, CHOICES[name]))}")
+        elif base is tuple and len(args) == 2 and args[1] is Ellipsis:
+            words.append(f"a tuple of {args[0].__name__}")
+        else:
+            words.append(_TYPE_WORDS[base])
+    return " or ".join(words)
+
+
+def _check_option(name, value, hint):
+    if not _allows(name, value, hint):
+        raise ValueError(f"option {name}={value!r}: expected {_describe(name, hint)}")
 
 
 def _lookup(kind, name, table):

@@ -220,6 +220,76 @@ def test_bad_values_name_the_valid_ones(kwargs, valid):
     assert all(v in message for v in valid), message
 
 
+BAD_VALUES = [   # (option, value, what the message says is allowed)
+    ("max_fusion_size", "big", "an int >= 1"),
+    ("max_fusion_size", -3, "an int >= 1"),
+    ("max_fusion_size", 0, "an int >= 1"),
+    ("max_fusion_size", 2.5, "an int >= 1"),
+    ("fusion", "no", "True or False"),
+]
+
+
+@pytest.mark.parametrize("name, value, allowed", BAD_VALUES)
+def test_bad_value_fails_inside_compile(name, value, allowed):
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x + 1
+
+    with pytest.raises(ValueError) as info:
+        miniinductor.compile(f, **{name: value})
+    assert str(info.value) == f"option {name}={value!r}: expected {allowed}"
+    assert calls == []   # before any call of the compiled function
+
+
+@pytest.mark.parametrize("name, value, allowed", BAD_VALUES)
+def test_bad_value_fails_at_torch_compiles_first_call(name, value, allowed):
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: x + 1, backend="miniinductor", options={name: value})
+    with pytest.raises(Exception) as info:   # Dynamo wraps it: BackendCompilerFailed
+        compiled(torch.randn(3))
+    assert f"option {name}={value!r}: expected {allowed}" in str(info.value)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"fusion": 1}, "option fusion=1: expected True or False"),
+    ({"freezing": "true"}, "option freezing='true': expected True or False"),
+    ({"parallel_min_numel": True}, "option parallel_min_numel=True: expected an int >= 0"),
+    ({"realize_reads_threshold": -1}, "option realize_reads_threshold=-1: expected an int >= 0"),
+    ({"trace": 3}, "option trace=3: expected a str or None"),
+    ({"cxx": None}, "option cxx=None: expected a str"),
+    ({"fallback_ops": [1]}, "option fallback_ops=(1,): expected a tuple of str"),
+    ({"max_autotune_gemm_backends": 5}, "option max_autotune_gemm_backends=5: expected a str"),
+    ({"gemm_fp32_precision": "tf32"}, "option gemm_fp32_precision='tf32': expected one of 'ieee', 'tf32x3'"),
+])
+def test_every_kind_of_field_is_checked(options, message):
+    with pytest.raises(ValueError) as info:
+        Config.build(options=options)
+    assert str(info.value) == message
+    with pytest.raises(ValueError, match="option"):   # a Config made directly is checked too
+        Config(**options)
+
+
+def test_checks_come_from_the_annotations():
+    types = {f.name: f.type for f in dataclasses.fields(Config)}
+    assert {n for n, t in types.items() if t == "int"} == set(config_module.MINIMUMS)
+    assert set(config_module.CHOICES) <= {n for n, t in types.items() if t == "str"}
+    config = Config.build(options={"max_fusion_size": 1, "mix_order_min_numel": 0, "trace": None,
+                                   "fallback_ops": ["aten.add.Tensor", torch.ops.aten.mul.Tensor]})
+    assert config.max_fusion_size == 1 and config.fallback_ops == ("aten.add.Tensor", "aten.mul.Tensor")
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_every_preset_builds(preset):
+    assert isinstance(Config.build(preset=preset), Config)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_mode_builds(mode):
+    assert isinstance(Config.build(mode), Config)
+
+
 def test_bad_preset_suggests_the_close_one():
     with pytest.raises(ValueError, match="did you mean 'freezing'"):
         Config.build(preset="freezng")
