@@ -148,12 +148,14 @@ def cpp_reduction_init():
     def f(x, n):
         return (x.amax(-1), (x + 6.0).amin(-1), (x.abs() + 0.5).prod(-1), x.sum(-1), x.argmax(-1),
                 (-x).argmin(-1), n.amax(-1), (x > -2.0).any(-1), n.amin(-1))
-    names = ["x.amax(-1)", "(x + 6).amin(-1)", "(|x| + 0.5).prod(-1)", "x.sum(-1)", "x.argmax(-1)",
-             "(-x).argmin(-1)", "n.amax(-1) (int64)", "(x > -2).any(-1)", "n.amin(-1) (int64)"]
+    X, N = "x ~ randn(8, 32) - 3", "n ~ randint(1, 100, (8, 32)), int64"   # what each output reduces
+    names = [("x.amax(-1)", X), ("(x + 6).amin(-1)", X), ("(|x| + 0.5).prod(-1)", X), ("x.sum(-1)", X),
+             ("x.argmax(-1)", X), ("(-x).argmin(-1)", X), ("n.amax(-1)", N), ("(x > -2).any(-1)", X),
+             ("n.amin(-1)", N)]
     expected = f(x, n)
     got, _ = compile_and_run(f, x, n)
-    for name, g, e in zip(names, got, expected):
-        expect_close(f"{name} for x ~ randn(8, 32) - 3", g, e)
+    for (name, data), g, e in zip(names, got, expected):
+        expect_close(f"{name} for {data}", g, e)
 
 
 # --------------------------------------------------------------------------- 07 memory reuse

@@ -9,7 +9,9 @@ Commands:
            own (``path/file.py:function``), print its kernels and fusion decisions, and
            write the trace folder and the HTML report.
   accuracy the same targets through ``miniinductor.debug_accuracy``: forward and backward,
-           every buffer checked; prints the first wrong buffer and its kernel (exit 1 if any).
+           every buffer checked; prints the first wrong buffer and its kernel, or, if none departs
+           while the results differ from eager, where the error comes from (a wrong
+           decomposition...); exit 1 unless clean.
 
 Mistakes (a bad path, a missing function, an unknown option) print one line on stderr
 and exit with status 2; ``--traceback`` shows the full Python traceback instead.
@@ -57,8 +59,9 @@ def _one_shape(name, shapes, default):
 
 
 def _gpt2_block(shapes, randn):
-    B, T, C = _need_rank("gpt2_block", _one_shape("gpt2_block", shapes, (2, 16, 64)), 3)
-    heads = 4 if C % 4 == 0 else 1
+    # default: the demo's block and input, so that both print the same kernels, same names
+    B, T, C = _need_rank("gpt2_block", _one_shape("gpt2_block", shapes, demo.DEFAULT_SHAPE), 3)
+    heads = demo.DEFAULT_HEADS if C % demo.DEFAULT_HEADS == 0 else 1
     return GPT2Block(C, heads, max_seq=T).eval(), [randn(B, T, C)]
 
 
@@ -81,7 +84,8 @@ def pointwise(x):
 
 
 BUILTINS = {
-    "gpt2_block": ("a GPT-2 transformer block, input [B, T, C] (default 2,16,64)", _gpt2_block),
+    "gpt2_block": ("a GPT-2 transformer block, input [B, T, C] (default "
+                   f"{','.join(map(str, demo.DEFAULT_SHAPE))}, the demo's)", _gpt2_block),
     "mlp": ("Linear-ReLU-Linear, input [N, C] (default 8,64)", _mlp),
     "layer_norm": ("nn.LayerNorm over the last dim, input (default 32,64)", _layer_norm),
     "softmax": ("softmax over the last dim, input (default 32,64)",
@@ -280,13 +284,19 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traceback", action="store_true", help="show the Python traceback of an error")
 
 
+#: explain's default report: a name of its own, so that it never overwrites the demo's
+#: miniinductor_report.html
+EXPLAIN_REPORT = "miniinductor_explain.html"
+
+
 def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_arguments(parser)
     parser.add_argument("--trace", default="miniinductor_trace", metavar="DIR",
                         help="trace folder to write (default ./miniinductor_trace)")
     parser.add_argument("--no-trace", action="store_true", help="do not write the trace folder")
-    parser.add_argument("--report", default="miniinductor_report.html", metavar="FILE",
-                        help="HTML report to write (default ./miniinductor_report.html)")
+    parser.add_argument("--report", default=EXPLAIN_REPORT, metavar="FILE",
+                        help=f"HTML report to write (default ./{EXPLAIN_REPORT}; the demo's is "
+                             "./miniinductor_report.html)")
     parser.add_argument("--compare", action="store_true",
                         help="also run eager and real Inductor; their table goes into the report")
 
@@ -318,7 +328,7 @@ def accuracy_command(args) -> int:
         print(f"kernel {report.culprit.kernel} source:\n{report.kernel_source or '(an extern ATen call)'}")
     if args.report:
         print(f"report: {Path(report.write_report(args.report)).resolve()}")
-    return 1 if report.culprit is not None else 0
+    return 0 if report.clean else 1
 
 
 def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
@@ -326,9 +336,12 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-backward", action="store_true", help="check the forward graph only")
     parser.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance per element (default 1e-4)")
     parser.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance per element (default 1e-5)")
-    parser.add_argument("--levels", default="fusion,fallback,float64", metavar="L1,L2",
-                        help="reruns on the wrong buffer: fusion, fallback, float64, or none (default: all)")
-    parser.add_argument("--repro-dir", metavar="DIR", help="where the kernel's repro script goes (default: a temp dir)")
+    parser.add_argument("--levels", default="fusion,fallback,float64,decomposition", metavar="L1,L2",
+                        help="reruns on the wrong buffer (fusion, fallback, float64) and, when the results "
+                             "differ from eager, decomposition (the decomposed graph run eagerly); "
+                             "or none (default: all)")
+    parser.add_argument("--repro-dir", metavar="DIR",
+                        help="write a script rerunning the wrong buffer's kernel here (default: none written)")
     parser.add_argument("--report", metavar="FILE", help="also write the HTML report, with a per-buffer error column")
 
 
@@ -363,8 +376,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compile MODEL with miniinductor, run it forward and backward (fixed random output "
                     "gradients), compare every buffer's kernel value with the IR interpreter and with "
                     "eager ATen, and print the first buffer that departs: its kernel, ATen nodes, fused "
-                    "group, error, the reruns' verdicts and a script reproducing the kernel. Exit status "
-                    "1 when a buffer departs.",
+                    "group, error, the reruns' verdicts and (with --repro-dir) a script reproducing the kernel. "
+                    "When no buffer departs but the results differ from eager, it runs the decomposed "
+                    "ATen graph eagerly to tell a wrong decomposition. Exit status 1 unless clean.",
         epilog=EXPLAIN_EPILOG.replace("explain", "accuracy"), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_accuracy_arguments(accuracy_parser)
     accuracy_parser.set_defaults(handler=accuracy_command)

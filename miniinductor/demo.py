@@ -29,6 +29,11 @@ from miniinductor.debug.compare import BACKENDS, Comparison, Row, compare, max_a
 from miniinductor.debug.explain import decision_lines, kernel_lines
 from miniinductor.models import GPT2Block, make_demo_inputs
 
+#: the demo's input [B, T, d_model] (and 4 heads); `explain gpt2_block` defaults to it too, so that
+#: both compile the same graph and print the same kernels under the same names
+DEFAULT_SHAPE = (2, 64, 128)
+DEFAULT_HEADS = 4
+
 
 @dataclass
 class DemoReport:
@@ -60,10 +65,12 @@ class DemoReport:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch", type=int, default=2, help="batch size B (default 2)")
-    parser.add_argument("--seq", type=int, default=64, help="sequence length T (default 64)")
-    parser.add_argument("--d-model", type=int, default=128, help="model width (default 128)")
-    parser.add_argument("--n-head", type=int, default=4, help="attention heads (default 4)")
+    B, T, C = DEFAULT_SHAPE
+    parser.add_argument("--batch", type=int, default=B, help=f"batch size B (default {B})")
+    parser.add_argument("--seq", type=int, default=T, help=f"sequence length T (default {T})")
+    parser.add_argument("--d-model", type=int, default=C, help=f"model width (default {C})")
+    parser.add_argument("--n-head", type=int, default=DEFAULT_HEADS,
+                        help=f"attention heads (default {DEFAULT_HEADS})")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeats", type=int, default=30,
                         help="timed runs per backend; the median is reported (default 30)")

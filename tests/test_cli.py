@@ -307,5 +307,62 @@ def test_accuracy_names_the_planted_bug(cli):
     assert "max error per buffer" in (tmp / "accuracy.html").read_text()
 
 
+@pytest.fixture(scope="module")
+def demo_then_explain(tmp_path_factory):
+    """In one fresh folder, with the default file names: the demo (default model and shape),
+    then `explain gpt2_block`. (stdout of each, the folder.)"""
+    import contextlib
+    import io
+
+    from miniinductor.__main__ import main
+    tmp = tmp_path_factory.mktemp("first_contact")
+    outs = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(tmp)
+        for name, argv in (("demo", ["demo", "--skip-inductor", "--repeats", "1"]),
+                           ("explain", ["explain", "gpt2_block"])):
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                code = main(argv)
+            outs[name] = out.getvalue()
+            assert code == 0, outs[name]
+    return outs, tmp
+
+
+def test_demo_and_explain_name_the_kernels_alike(demo_then_explain):
+    """`explain gpt2_block` compiles the demo's block at the demo's shape: the same kernels
+    under the same names (those the generated code defines), and a readable fusion summary."""
+    outs, _ = demo_then_explain
+    kernels = {name: re.findall(r"^  (\w+): buf\d+", out, flags=re.M) for name, out in outs.items()}
+    assert kernels["demo"] and kernels["demo"] == kernels["explain"], kernels
+    for out in outs.values():
+        summary = re.search(r"^  fused: (.*)$", out, flags=re.M)
+        assert summary and re.fullmatch(r"\d+ [a-z][^,]*(, \d+ [a-z][^,]*)*", summary.group(1)), out
+
+
+def test_explain_leaves_the_demo_report_alone(demo_then_explain):
+    """explain's default report has a name of its own: the demo's stays as the demo wrote it."""
+    _, tmp = demo_then_explain
+    assert "miniinductor demo: GPT-2 block" in (tmp / "miniinductor_report.html").read_text()
+    assert "# miniinductor demo report" in (tmp / "miniinductor_report.md").read_text()
+    assert "miniinductor explain: gpt2_block" in (tmp / "miniinductor_explain.html").read_text()
+
+
+def test_default_outputs_are_git_ignored(demo_then_explain):
+    """Whatever demo, explain and tour write into the working folder by default is in .gitignore."""
+    import shutil
+
+    from miniinductor.__main__ import build_parser
+    _, tmp = demo_then_explain
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs git and a git checkout")
+    written = sorted(p.name + ("/" if p.is_dir() else "") for p in tmp.iterdir())
+    written.append(f"{build_parser().parse_args(['tour']).trace}/")
+    assert {"miniinductor_report.md", "miniinductor_explain.html", "miniinductor_tour/"} <= set(written)
+    for name in written:
+        probe = name + "x" if name.endswith("/") else name   # a file inside a folder
+        result = subprocess.run(["git", "check-ignore", "--no-index", "-q", probe], cwd=ROOT)
+        assert result.returncode == 0, f"{name} (written by the CLI by default) is not in .gitignore"
+
+
 if __name__ == "__main__":   # the runner the `cli` fixture starts: OUT CASES.json
     run_forked(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text()))

@@ -308,3 +308,25 @@ def test_counts_are_pluralised():
     result = miniinductor.explain(lambda x: x.sin() + 1, torch.randn(8, 8))   # one kernel, one graph
     text = str(result)
     assert "1 kernel," in text and "1 kernels" not in text, text
+
+
+def test_decision_summary_counts_each_kind():
+    """Past 16 decisions explain (and the demo) count them per kind: a combo kernel is
+    "1 combo" (its reason starts with a count of its own: never "1 2 independent ..."), and
+    the cycles are one kind whatever buffer they go via."""
+    from miniinductor.debug.explain import decision_lines
+    from miniinductor.scheduler.combo import ComboDecision
+    from miniinductor.scheduler.fusion import FusionDecision
+    decisions = [FusionDecision(f"buf{k}", f"buf{k + 1}", True, "vertical, loops [2, 64] x [128]", 8)
+                 for k in range(14)]
+    decisions += [FusionDecision("buf4", "buf5", True, "horizontal, loops [2, 4, 64, 32]", 8),
+                  ComboDecision("buf4+buf5", "buf11", True,
+                                "2 independent pointwise kernels, 65536 elements in all: one launch instead of 2"),
+                  FusionDecision("buf0", "buf15", False, "would create a cycle via buf1+buf2", 8),
+                  FusionDecision("buf15", "buf21", False, "would create a cycle via buf18", 8),
+                  FusionDecision("buf3", "buf9", False, "ranges differ: [2, 64] vs [2, 4, 64]")]
+    assert decision_lines(decisions) == [
+        "fusion: 16 pairs fused, 3 not fused",
+        "  fused: 14 vertical, 1 horizontal, 1 combo",
+        "  not fused: 2 would create a cycle, 1 ranges differ",
+        "  (19 decisions: each is listed in the HTML report)"]

@@ -69,3 +69,19 @@ def test_every_exercise_is_documented():
     for path in exercises.exercise_files():
         assert f"| {path.name[:2]} |" in page, f"docs/exercises.md has no row for {path.name}"
         assert (exercises.ROOT / "solutions" / path.name).is_file(), f"{path.name} has no reference solution"
+
+
+def test_exercise_6_failure_names_the_input_it_checked():
+    """A rule right for floats but wrong for integers fails on the int64 input n, and the
+    message describes n (randint), not x (randn - 3)."""
+    checks = load(exercises.ROOT / "checks.py")
+    solution = load(exercises.ROOT / "solutions" / "06_cpp_reduction_init.py").reduction_init
+
+    def floats_only(reduction_type, ctype):   # every integer accumulator starts at 0
+        return solution(reduction_type, ctype) if ctype in ("float", "double") else "0"
+    with swap("miniinductor.codegen.cpp.reduction_init", floats_only):
+        with pytest.raises(Failure) as info:
+            checks.cpp_reduction_init()
+    message = str(info.value)
+    assert message.startswith("n.amin(-1) for n ~ randint(1, 100, (8, 32)), int64:"), message
+    assert "randn" not in message, message

@@ -202,7 +202,7 @@ print("report with timings:", report)
 # * From the shell: `python -m miniinductor explain path/file.py:function` does all of this
 #   for a function of yours (its inputs from an `example_inputs()` function in the same
 #   file, or `--shape 8,64`), writing `./miniinductor_trace/` and
-#   `./miniinductor_report.html`; `--compare` adds the table.
+#   `./miniinductor_explain.html`; `--compare` adds the table.
 # * `MINIINDUCTOR_TRACE=folder python train.py` writes a trace for every graph compiled.
 
 # %%

@@ -58,6 +58,10 @@ class ComboDecision(FusionDecision):
     def __str__(self):
         return f"{self.node1} + {self.node2}: combined into one combo kernel ({self.reason})"
 
+    @property
+    def kind(self) -> str:
+        return "combo"   # its reason starts with a count ("2 independent pointwise kernels, ...")
+
 
 def _buffers(group) -> set[str]:
     return {d.name for n in group.nodes for d in n.reads + n.writes}

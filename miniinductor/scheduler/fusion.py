@@ -52,6 +52,12 @@ class FusionDecision:
         verdict = "fused" if self.fused else "not fused"
         return f"{self.node1} + {self.node2}: {verdict} ({self.reason}; saves {self.score} bytes)"
 
+    @property
+    def kind(self) -> str:
+        """The reason without its details ("vertical", "ranges differ", "would create a
+        cycle"): explain's summary counts the decisions per kind."""
+        return self.reason.split(",")[0].split(";")[0].split(":")[0].split(" via ")[0]
+
 
 def fused_shape(a, b):
     """(R, Q) of the group a+b, or a string saying why the loops do not line up."""
