@@ -29,12 +29,13 @@ CASES = {
 
 
 @pytest.fixture
-def data_dependent_capture(monkeypatch):
-    monkeypatch.setattr(torch._dynamo.config, "capture_scalar_outputs", True)
-    monkeypatch.setattr(torch._dynamo.config, "capture_dynamic_output_shape_ops", True)
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+def data_dependent_capture():
+    # torch's config modules have their own patch(); pytest's monkeypatch would delete the
+    # attribute on undo (pytest 9.2 does), breaking every later test in the process
+    with torch._dynamo.config.patch(capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True):
+        torch._dynamo.reset()
+        yield
+        torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("name", CASES)

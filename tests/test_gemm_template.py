@@ -19,6 +19,7 @@ Tolerances, against eager's result in the same dtype:
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -456,14 +457,29 @@ def test_ieee_float32_skips_the_widest_tile():
 
 
 @pytest.mark.parametrize("allow_tf32", [False, True])
-def test_gemm_fp32_precision_option(monkeypatch, allow_tf32):
+def test_gemm_fp32_precision_option(allow_tf32):
     """gemm_fp32_precision="tf32x3" writes Triton's three-product TF32 dot into a float32
     template where TF32 is off; where eager would use TF32 (allow_tf32), the template does too,
     whatever the option. The default stays IEEE. (The interpreter multiplies in float32 for
     any `input_precision`: the result is checked here, its speed and error on an H100 in
     docs/benchmarks_gpu.md.) A bad value names the valid ones."""
-    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", allow_tf32)
+    with tf32_matmuls(allow_tf32):
+        _check_gemm_fp32_precision(allow_tf32)
 
+
+@contextlib.contextmanager
+def tf32_matmuls(allow: bool):
+    """torch.backends.cuda.matmul.allow_tf32 set, and restored after (pytest's monkeypatch
+    would delete the attribute on undo: torch's backend modules have no real attributes)."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _check_gemm_fp32_precision(allow_tf32):
     def f(x, w, b):
         return torch.nn.functional.gelu(torch.nn.functional.linear(x, w, b))
     args = randn(21, 30), randn(26, 30), randn(26)

@@ -51,7 +51,7 @@ def test_ci_install_installs_numpy_with_torch_and_imports_torch_late():
     assert torch_install and all("numpy" in line for line in torch_install), torch_install
     for line in lines[:editable]:
         if "import torch" in line:   # only the guarded check, its output silenced
-            assert line.startswith("if ! python -c") and ">/dev/null 2>&1" in line, line
+            assert line.startswith('if ! "$PY" -c') and ">/dev/null 2>&1" in line, line
 
 
 def test_every_docs_page_is_in_the_nav():
