@@ -94,8 +94,10 @@ def loop_plan(itervars, ranges, loads, stores) -> LoopPlan | None:
     step = {v: TILE if tiled is not None and v in (tiled, inner) else 1 for v in itervars}
     if tiled is not None and (load := _tiles_along_a(tiled, inner, loads, stores[0])) is not None:
         order = sorted(moving, key=lambda v: -abs(load.get(v, 0)))   # `a` innermost: its stride is 1
+    # the dims of size 1 and 0 outside: a body may name a size-1 dim's variable, and an empty
+    # dim's loop (run 0 times) must still declare its variable, which the body's indices name
     loops = [Loop(f"{v}_tile" if step[v] > 1 else str(v), "0", str(size[v]), step[v], -(-size[v] // step[v]))
-             for v in [v for v in itervars if size[v] == 1] + order]   # (a body may name a size-1 dim's variable)
+             for v in [v for v in itervars if size[v] <= 1] + order]
     if tiled is None:
         return LoopPlan(loops)
     for v in (tiled, inner):

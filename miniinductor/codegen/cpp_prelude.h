@@ -319,7 +319,7 @@ static inline void mi_transpose_16x16(const float* __restrict__ src, int64_t ld_
 typedef float mi_vec __attribute__((vector_size(4 * MI_VEC_LANES)));
 static inline mi_vec mi_vload(const float* p) { mi_vec v; std::memcpy(&v, p, sizeof v); return v; }
 static inline void mi_vstore(float* p, mi_vec v) { std::memcpy(p, &v, sizeof v); }
-static inline mi_vec mi_vsplat(float x) { return mi_vec{} + x; }
+static inline mi_vec mi_vsplat(float x) { return x - mi_vec{}; }   // x - 0 keeps -0.0 (x + 0 makes it +0.0)
 static inline mi_vec mi_max(mi_vec a, mi_vec b) { return (a != a) | (a > b) ? a : b; }   // NaN propagates
 static inline mi_vec mi_min(mi_vec a, mi_vec b) { return (a != a) | (a < b) ? a : b; }
 static inline mi_vec mi_relu(mi_vec x) { return x < mi_vec{} ? mi_vec{} : x; }

@@ -404,8 +404,20 @@ def strided_view_of(node: IRNode) -> tuple[Buffer, Layout] | None:
     rebuilt = offset + sum((s * v for s, v in zip(strides, vars_)), sympy.Integer(0))
     if sympy.expand(rebuilt - expr) != 0 or not all(sizevars.statically_known_leq(0, s) for s in [offset, *strides]):
         return None
-    layout = Layout(buf.get_device(), buf.get_dtype(), size, [as_expr(s) for s in strides], as_expr(offset))
+    layout = Layout(buf.get_device(), buf.get_dtype(), size, _size1_strides(size, strides), as_expr(offset))
     return buf, layout
+
+
+def _size1_strides(size, strides) -> list:
+    """`strides` with a stride for each size-1 dim, which never moves the index but shows in
+    `.stride()` (and ATen picks memory formats from it): the next dim's stride times its size,
+    1 for the last, as eager's `view` and `unsqueeze` give it."""
+    out, inner = list(strides), sympy.Integer(1)
+    for k in reversed(range(len(size))):
+        if size[k] == 1:
+            out[k] = inner
+        inner = out[k] * (size[k] if size[k] != 0 else 1)
+    return [as_expr(s) for s in out]
 
 
 def _is_size(expr, sizevars) -> bool:

@@ -62,10 +62,10 @@ from ..ir.nodes import (
     strided_view_of,
     unwrap_buffer,
 )
-from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, is_static, shape_env_of
+from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, shape_env_of
 from ..ops_handler import RecordingHandler
 from ..virtualized import V
-from .layout import constrain_extern, same_strides
+from .layout import constrain_extern, eager_view, read_by_as_strided, same_strides, storable_stride
 from .registry import find_lowering
 
 log = logging.getLogger("miniinductor")
@@ -363,8 +363,8 @@ class GraphLowering(torch.fx.Interpreter):
         if found is None:  # e.g. a reshape of a transpose: copy it to contiguous memory
             box = StorageBox(Pointwise(x.get_device(), x.get_dtype(), x.make_loader(), x.get_size()))
             return box.realize()
-        buf, layout = found
-        if layout.size == buf.layout.size and layout.stride == buf.layout.stride and layout.offset == 0:
+        buf, layout = found   # the buffer itself where only a size-1 dim's stride differs (its own is eager's)
+        if layout.size == buf.layout.size and same_strides(buf.layout, layout.stride) and layout.offset == 0:
             return buf
         return ReinterpretView(buf, layout)
 
@@ -423,19 +423,19 @@ class GraphLowering(torch.fx.Interpreter):
         """Each output becomes a buffer or a strided view of one, with eager's strides."""
         if not isinstance(value, IRNode):
             return value
-        stride = _storable_stride(value.get_size(), meta.stride()) if isinstance(meta, torch.Tensor) else None
+        stride = storable_stride(value.get_size(), meta.stride()) if isinstance(meta, torch.Tensor) else None
         if isinstance(value, StorageBox) and isinstance(value.data, Loops):
             return value.realize(stride)
         buf = unwrap_buffer(value)
         if buf is not None and same_strides(buf.layout, stride):
-            return buf
+            return eager_view(buf, buf.layout, meta)
         value.realize()
         found = strided_view_of(value)
         # A view whose strides are not eager's (e.g. the transpose of an alias realized
         # contiguous) is copied: a saved activation is read by the backward graph, which
         # was compiled against eager's strides and reinterprets its inputs with them.
         if found is not None and same_strides(found[1], stride):
-            return ReinterpretView(*found) if found[1] != found[0].layout else found[0]
+            return eager_view(*found, meta)
         box = StorageBox(Pointwise(value.get_device(), value.get_dtype(), value.make_loader(), value.get_size()))
         return box.realize(stride)
 
@@ -454,7 +454,8 @@ def realize_where_demanded(graph: GraphLowering, value):
     stop being inlined into their consumers and become buffers.
       * reductions and extern outputs always (their lowerings make buffers);
       * graph outputs, as soon as they are computed, with eager's strides (so that the buffers
-        they read can be freed early, and consumers load them);
+        they read can be freed early, and consumers load them); so too values whose memory an
+        `as_strided` reads (through views or not): it addresses eager's layout;
       * a pointwise value read by more than one FX user *and* expensive to recompute: its body
         reads more than `realize_reads_threshold` buffers or runs more than
         `realize_opcount_threshold` ops (a transcendental op counts TRANSCENDENTAL_COST where
@@ -464,8 +465,8 @@ def realize_where_demanded(graph: GraphLowering, value):
     if not (isinstance(value, StorageBox) and isinstance(value.data, Pointwise)):
         return
     node = graph.current_fx_node()
-    if any(user.op == "output" for user in node.users):
-        graph.realize_output(value, node.meta.get("val"))
+    if any(user.op == "output" for user in node.users) or read_by_as_strided(node):
+        graph.realize_output(value, node.meta.get("val"))   # stored as eager stores it
     elif len(node.users) > 1 and _expensive(graph, value.data):
         value.realize()
 
@@ -477,27 +478,3 @@ def _expensive(graph: GraphLowering, node: Pointwise) -> bool:
     transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if graph.policy.stores_are_cheap else 0
     return (len({d.name for d in recorder.reads}) > graph.config.realize_reads_threshold
             or recorder.op_count + TRANSCENDENTAL_COST * transcendental > graph.config.realize_opcount_threshold)
-
-
-def _storable_stride(size, stride) -> list[int] | None:
-    """Eager's strides for a computed output, if a kernel can store them: every index its own
-    element (gaps allowed: `torch.empty_strided((3, 3), (6, 1))` has them). Overlapping ones
-    (an expand's 0) give None: contiguous (such outputs are views, found before this)."""
-    if len(stride) != len(size):
-        return None
-    stride = as_exprs(stride)
-    if not all(map(is_static, [*stride, *size])):   # symbolic: in the traced order, where provable
-        known = V.graph.sizevars
-        reach = 1
-        for s, n in sorted(((s, n) for s, n in zip(stride, size) if n != 1), key=lambda p: known.size_hint(p[0])):
-            if not known.statically_known_leq(reach, s):
-                return None
-            reach = s * n
-        return stride
-    reach = 1
-    for s, n in sorted((s, n) for s, n in zip(stride, size) if n != 1):
-        if s < reach:
-            return None
-        reach = s * n
-    return list(stride)
-

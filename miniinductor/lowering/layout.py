@@ -37,16 +37,21 @@ Simplified against Inductor:
   * The input and the weight are copied to channels-last at every call (with freezing, Inductor
     converts a constant weight once). Non-transposed 4-D floating-point convolutions only. The
     decision is logged (`miniinductor` logger, INFO) and kept in `GraphLowering.layout_opt`.
+
+Also here, the layouts taken from eager (graph.py): an output's strides (`storable_stride`),
+size-1 dims included (`eager_view`), and the layout of memory an `as_strided` reads
+(`read_by_as_strided`), as Inductor's `GraphLowering.run_node` requires exact strides there.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
-from ..ir.nodes import IRNode, Layout, Pointwise, StorageBox, strided_view_of
-from ..ir.sizevars import as_exprs
+from ..ir.nodes import IRNode, Layout, Pointwise, ReinterpretView, StorageBox, strided_view_of
+from ..ir.sizevars import as_exprs, is_static
 from ..virtualized import V
 
 log = logging.getLogger("miniinductor")
@@ -115,3 +120,48 @@ def constrain_extern(graph, node: torch.fx.Node, args) -> tuple[list, list | Non
     channels_last = out.is_contiguous(memory_format=torch.channels_last)
     stride = channels_last_strides(as_exprs(node.meta["val"].shape)) if channels_last else None
     return [require_channels_last(args[0]), require_channels_last(args[1]), *args[2:]], stride
+
+
+def eager_view(buf, layout: Layout, meta):
+    """`buf` read through `layout` (one of its strided views, or its own layout) as a graph
+    output: `buf` itself, or a ReinterpretView. Its size-1 dims take eager's strides from
+    `meta`: they never move the index, but show in the output's `.stride()` (`x.view(-1, 1,
+    2)` is (2, 2, 1) in eager, wherever the kernel's layout put its size-1 dim)."""
+    stride = as_exprs(meta.stride()) if isinstance(meta, torch.Tensor) and meta.dim() == len(layout.size) else None
+    if stride is not None:
+        layout = dataclasses.replace(layout, stride=[e if n == 1 else s for s, e, n in
+                                                     zip(layout.stride, stride, layout.size)])
+    return buf if layout == buf.layout else ReinterpretView(buf, layout)
+
+
+#: ops that address their input's memory by strides: it must be laid out as in eager
+AS_STRIDED_OPS = (aten.as_strided.default, aten.as_strided_.default, aten.as_strided_scatter.default)
+
+
+def read_by_as_strided(node: torch.fx.Node) -> bool:
+    """Does an `as_strided` read this node's memory, directly or through views of it?"""
+    return any(user.target in AS_STRIDED_OPS
+               or (getattr(user.target, "is_view", False) and read_by_as_strided(user)) for user in node.users)
+
+
+def storable_stride(size, stride) -> list[int] | None:
+    """Eager's strides for a computed output, if a kernel can store them: every index its own
+    element (gaps allowed: `torch.empty_strided((3, 3), (6, 1))` has them). Overlapping ones
+    (an expand's 0) give None: contiguous (such outputs are views, found before this)."""
+    if len(stride) != len(size):
+        return None
+    stride = as_exprs(stride)
+    if not all(map(is_static, [*stride, *size])):   # symbolic: in the traced order, where provable
+        known = V.graph.sizevars
+        reach = 1
+        for s, n in sorted(((s, n) for s, n in zip(stride, size) if n != 1), key=lambda p: known.size_hint(p[0])):
+            if not known.statically_known_leq(reach, s):
+                return None
+            reach = s * n
+        return stride
+    reach = 1
+    for s, n in sorted((s, n) for s, n in zip(stride, size) if n != 1):
+        if s < reach:
+            return None
+        reach = s * n
+    return list(stride)

@@ -25,7 +25,9 @@ so pooling is loads at computed positions plus arithmetic, and fuses like any ot
 
 Simplified: 2-d only (Inductor also does 3-d); like Inductor, a max-pooling window (or a
 backward's set of candidate windows) of more than MAX_UNROLL positions falls back to ATen,
-as do integer inputs.
+as do integer inputs. Max and average pooling compile generic in the sizes (whether a window
+may leave the input is asked of the ShapeEnv); adaptive pooling lays its windows out from
+int sizes, so symbolic ones compile once per shape.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import torch
 
 from ..ir.indexing import ClampIndex, FloorDiv, index_vars
 from ..ir.nodes import Pointwise, Reduction, StorageBox, contiguous_strides, strided_view_of
-from ..ir.sizevars import is_static
+from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
 from .layout import channels_last_strides, same_strides
@@ -131,6 +133,13 @@ def _reads_channels_last(box) -> bool:
 
 
 # ----------------------------------------------------------------------------- max pooling
+def _may_leave(pad, n_out, stride, kernel, dilation, n_in) -> bool:
+    """May a window leave the input along this dim (its reads then checked)? Only padded, or
+    (ceil_mode) hanging over the end: the last window's last position at n_in or beyond. With
+    symbolic sizes, unless the ShapeEnv proves it inside for every size."""
+    return pad > 0 or not V.graph.sizevars.statically_known_lt((n_out - 1) * stride + (kernel - 1) * dilation, n_in)
+
+
 @register_lowering(aten.max_pool2d_with_indices)
 def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     _float_only(x)
@@ -139,15 +148,10 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
         raise NotImplementedError(f"a max-pooling window over {MAX_UNROLL} positions")
     *batch, H, W = x.get_size()
     OH, OW = _out_hw()
-    # windows never leave the input unless padded or (ceil_mode) hanging over its end
-    checked = [p > 0 or (o - 1) * s + (k - 1) * d >= n
-               for p, o, s, k, d, n in zip(padding, (OH, OW), stride, kernel, dilation, (H, W))]
-    load = _realize_input(x).make_loader()
-    dtype = x.get_dtype()
-
+    checked = [_may_leave(*args) for args in zip(padding, (OH, OW), stride, kernel, dilation, (H, W))]
+    load, dtype = _realize_input(x).make_loader(), x.get_dtype()
     # the index is computed in int32 where it fits (as wide as the float32 values), widened at the end
     index_dtype = torch.int32 if is_static(H * W) and int(H * W) < 2**31 else torch.int64
-
     clamped = V.graph.policy.clamped_window_reads
 
     def window(prefix, oh, ow):
@@ -396,11 +400,27 @@ def _adaptive_divisor(index, n_in, n_out):
     return [ops.sub(_int(_end(o, m, n)), _int(_start(o, m, n))) for o, n, m in zip(index[-2:], n_in, n_out)]
 
 
+def _static_windows(*sizes):
+    """Adaptive windows are laid out from the sizes as ints (each one's length, how many
+    may hold a position): symbolic sizes compile once per shape (capture/specialize.py)."""
+    if not all(map(is_static, sizes)):
+        raise SymbolicUnsupported("adaptive average pooling of symbolic sizes: its window lengths are needed as ints")
+    return [int(n) for n in sizes]
+
+
+def _zeros(x, size):
+    """A value of zeros: pooling's result where there is no window (an output size of 0,
+    whose result is empty) and its gradient there."""
+    return _box(x, x.get_dtype(), lambda index: ops.constant(0.0, x.get_dtype()), size)
+
+
 @register_lowering(aten._adaptive_avg_pool2d)
 def adaptive_avg_pool2d(x, output_size):
     _float_only(x)
     *batch, H, W = x.get_size()
-    out = _pair(output_size)
+    H, W, *out = _static_windows(H, W, *_pair(output_size))
+    if 0 in out:   # no windows: an empty output (`max` below would have nothing to take)
+        return _zeros(x, [*batch, *out])
     window = [max(_end(o, m, n) - _start(o, m, n) for o in range(m)) for n, m in zip((H, W), out)]
 
     def position(index, r):
@@ -418,8 +438,9 @@ def adaptive_avg_pool2d_backward(grad, x):
     """grad_input[h, w] = the sum of grad[oh, ow] / kh / kw over the windows holding (h, w):
     those from oh = floor(h*OH/H) on whose window starts at or before h."""
     _float_only(x)
-    H, W = x.get_size()[-2:]
-    OH, OW = grad.get_size()[-2:]
+    H, W, OH, OW = _static_windows(*x.get_size()[-2:], *grad.get_size()[-2:])
+    if OH == 0 or OW == 0:   # no window holds any position
+        return _zeros(x, x.get_size())
     counts = [max(sum(1 for o in range(m) if _start(o, m, n) <= i < _end(o, m, n)) for i in range(n))
               for n, m in ((H, OH), (W, OW))]
     last = [lambda h: FloorDiv(h * OH, H) + counts[0] - 1, lambda w: FloorDiv(w * OW, W) + counts[1] - 1]
