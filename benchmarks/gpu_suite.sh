@@ -19,6 +19,7 @@ python benchmarks/zoo_gpu.py --json "$out/zoo_gpu.json" 2>&1 | tee "$out/zoo_gpu
 python benchmarks/zoo_gpu.py --config t5-large-ish --worst 8 2>&1 | tee "$out/zoo_t5_large.log" | grep -v "falling back" | tail -12
 # real transformers / torch.nn / torchvision models (SDPA and eager attention), compiled vs eager gradients
 python benchmarks/real_models_gpu.py --out "$out/real_models_gpu.json" 2>&1 | tee "$out/real_models_gpu.log" | tail -36
+python benchmarks/sdpa_backends_gpu.py 2>&1 | tee "$out/sdpa_backends_gpu.log" | grep -E " ok|FAIL|supported|failed"
 # the accuracy debugger on CUDA, and the T5 gap's control (GELU: no mask to flip)
 python benchmarks/zoo_accuracy.py --model gpt2 --step 1 --device cuda 2>&1 | tee "$out/zoo_accuracy_cuda.log" | tail -15
 python benchmarks/t5_gap_float64.py --gelu 2>&1 | tee "$out/t5_gap_gelu.log" | tail -12
