@@ -86,7 +86,8 @@ def _mask(kind, lq, lk):
     return ()
 
 
-@pytest.mark.parametrize("backend", list(BACKENDS))
+# the default backend in the quick suite; the math and flash backends forced, in the sweeps
+@pytest.mark.parametrize("backend", [b if b == "default" else pytest.param(b, marks=pytest.mark.sweep) for b in BACKENDS])
 @pytest.mark.parametrize("case", list(CASES))
 def test_sdpa_gradients(backend, case):
     kwargs, mask = CASES[case]

@@ -46,7 +46,7 @@ def test_install_texts_agree_on_graphviz_and_chromium():
 def test_ci_install_installs_numpy_with_torch_and_imports_torch_late():
     lines = [line.strip() for line in (ROOT / ".ci/install").read_text().splitlines()
              if line.strip() and not line.strip().startswith("#")]
-    editable = next(i for i, line in enumerate(lines) if "pip install -e" in line)
+    editable = next(i for i, line in enumerate(lines) if "pip install" in line and '-e ".[dev]"' in line)
     torch_install = [line for line in lines if re.search(r"pip install .*torch==", line)]
     assert torch_install and all("numpy" in line for line in torch_install), torch_install
     for line in lines[:editable]:
