@@ -312,6 +312,8 @@ a file of your own:
 # --------------------------------------------------------------------------- accuracy
 def accuracy_command(args) -> int:
     name, fn, inputs = resolve_target(args)
+    if args.shape and not args.no_backward:   # random --shape inputs: their gradients are checked too
+        inputs = [x.requires_grad_() if x.is_floating_point() else x for x in inputs]
     options = dict(args.option or [])
     levels = [lv for lv in args.levels.split(",") if lv] if args.levels != "none" else []
     try:

@@ -303,3 +303,17 @@ def test_no_temporary_folders_are_left_behind(tmp_path):
     assert "repro: not written" in str(report)
     assert list(temp.iterdir()) == [], list(temp.iterdir())
     assert asked.repro is not None and asked.repro.parent == tmp_path / "repro" and asked.repro.exists()
+
+
+def test_shape_inputs_have_their_gradients_checked(tmp_path, capsys):
+    """`--shape` inputs of a function of one's own require grad unless --no-backward: the SDPA
+    bug is in the gradients only, so the forward alone would call it clean."""
+    (tmp_path / "model.py").write_text(ATTN_FILE)
+    shapes = ["--shape", "1,2,8,16"] * 3
+    capsys.readouterr()
+    with planted_bugs.sdpa_decomposed():
+        status = cli_main(["accuracy", f"{tmp_path}/model.py:attn", *shapes])
+        out = capsys.readouterr().out
+        assert status == 1 and "outputs and gradients vs eager" in out and "NOT clean" in out, out
+        assert cli_main(["accuracy", f"{tmp_path}/model.py:attn", *shapes, "--no-backward"]) == 0
+        assert "no buffer departs: clean" in capsys.readouterr().out
