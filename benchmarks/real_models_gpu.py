@@ -1,4 +1,4 @@
-"""Real library models (miniinductor/real_models.py) trained compiled vs eager on a device.
+"""Real library models (miniinductor/real_models/) trained compiled vs eager on a device.
 
     python benchmarks/real_models_gpu.py --out real_models_h100.json          # every model, CUDA
     python benchmarks/real_models_gpu.py --models gpt2-sdpa,llama-sdpa --out r.json
