@@ -16,15 +16,11 @@ Start it with OMP_NUM_THREADS=1 when running two workers on two cores.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import signal
-import sys
-import traceback
 from pathlib import Path
 
 import torch
-from forking import fork_each
+from forking import child_main, fork_each
 
 import miniinductor  # noqa: F401  (the backend, and its imports paid once)
 from miniinductor import real_models
@@ -35,23 +31,13 @@ CASE_TIMEOUT = 480   # seconds; the slowest model takes ~60 s alone on a loaded 
 def run_child(name: str, options: dict):
     """In a forked child: one model, output to its log; never returns."""
     signal.alarm(CASE_TIMEOUT)
-    log = os.open(options["out_dir"] / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    status = 1
-    try:
+
+    def body():
         if not real_models.available(name):
             print(f"SKIPPED {real_models.needs(name)} is not installed")
-        else:
-            result = real_models.compare_training(name, steps=options["steps"])
-            print("RESULT " + json.dumps(result))
-        status = 0
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+            return None
+        return real_models.compare_training(name, steps=options["steps"])
+    child_main(options["out_dir"] / f"{name}.log", body)
 
 
 def main(argv=None):

@@ -23,16 +23,14 @@ only fused pointwise chains and reductions may round or accumulate in another or
 from __future__ import annotations
 
 import copy
-import json
 import os
 import sys
-import traceback
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from forking import fork_each
+from forking import child_main, fork_each
 from torch.utils.checkpoint import checkpoint
 
 import miniinductor
@@ -406,21 +404,10 @@ CASES = {name.removeprefix("case_"): fn for name, fn in globals().items() if nam
 
 def run_child(name: str, out_dir: Path):
     """In a forked child: run one case with stdout and stderr in its log; never returns."""
-    log = os.open(out_dir / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    status = 1
-    try:
+    def body():
         torch.manual_seed(0)
-        result = CASES[name]()
-        print("RESULT " + json.dumps(result))
-        status = 0
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+        return CASES[name]()
+    child_main(out_dir / f"{name}.log", body)
 
 
 def main(out_dir: Path, names: list[str], workers: int = 2):
