@@ -1,5 +1,37 @@
 """Training a compiled model and an eager copy side by side (miniinductor.real_models):
-every step's loss, output, gradient, parameter and buffer errors."""
+every step's loss, output, gradient, parameter and buffer errors.
+
+`compare_training(name)` trains a compiled model and an eager deepcopy of it side by side for
+`steps` SGD steps (momentum 0.9; the optimizers run eagerly, as users run them), each step on
+a new batch (`make_batch`, the same for both), and returns a JSON-able dict:
+* ``losses``: [[eager, compiled]] per step;
+* ``outputs``: per step, the relative error of the main output (logits);
+* ``grads``: per step, {parameter: relative error of its gradient}, where the relative
+  error is ||g_compiled - g_eager|| / max(||g_eager||, GRAD_FLOOR x the step's largest
+  ||g_eager||) (a missing gradient on either side: inf). The floor is for gradients
+  that are mathematically zero -- the attention key bias, since softmax ignores the
+  per-row constant q . b_k -- which hold rounding noise on both sides (||g|| ~ 1e-9);
+  any other gradient is far above it, and its error is relative to its own norm;
+* ``params`` and ``buffers``: {name: the largest relative error after an optimizer
+  step}, the norms floored likewise at GRAD_FLOOR x the largest parameter (buffer)
+  norm: a key bias starts at zero and moves by the rounding noise of its gradient, and
+  a BatchNorm whose input is a 1x1 convolution of a BatchNorm's output has a running
+  mean of ~1e-9;
+* ``max_grad_rel`` / ``worst_grad`` (the largest gradient error, [step, parameter]),
+  ``seconds`` (wall time, compiling included).
+
+With `sync` (the default), after each step's comparisons the compiled side's
+parameters, buffers and momentum are set to the eager side's (in place, as an
+optimizer writes them), so every step measures the compiled forward and backward from
+the same state, and errors do not compound. Without it the two train apart, and
+where training is chaotic the errors measure the model more than the compiler: on
+ResNet-18 (BatchNorm over 2 images, ReLU) a rounding-sized difference in the parameters
+after step 0 grows by orders of magnitude within two steps, in float64 too and under
+Inductor as well, while each step's compiled gradient is as close to the float64 gradient
+at its own parameters as eager's is (the figures: docs/what_works.md).
+
+`compile(model)` defaults to ``torch.compile(model, backend="miniinductor")``.
+"""
 from __future__ import annotations
 
 import copy
@@ -60,39 +92,23 @@ def _miniinductor_backend():
         return miniinductor.backend
 
 
+@torch.no_grad()
+def _copy_state(params_c, params_e, opt_c, opt_e, buffers_c, buffers_e):
+    """The compiled side's parameters, momentum and buffers set to the eager side's, in place."""
+    for n, p in params_e.items():
+        params_c[n].copy_(p)
+        momentum = opt_e.state.get(p, {}).get("momentum_buffer")
+        if momentum is not None:
+            opt_c.state[params_c[n]]["momentum_buffer"].copy_(momentum)
+    for n, b in buffers_e.items():
+        buffers_c[n].copy_(b)
+
+
 def compare_training(name: str, *, device: str = "cpu", steps: int = 3, lr: float = 0.05, seed: int = 0,
                      sync: bool = True, compile: Callable | None = None) -> dict:
-    """Train a compiled model and an eager deepcopy of it side by side for `steps` SGD steps
-    (momentum 0.9; the optimizers run eagerly, as users run them), each step on a new batch
-    (`make_batch`, the same for both), and return a JSON-able dict:
-
-    * ``losses``: [[eager, compiled]] per step;
-    * ``outputs``: per step, the relative error of the main output (logits);
-    * ``grads``: per step, {parameter: relative error of its gradient}, where the relative
-      error is ||g_compiled - g_eager|| / max(||g_eager||, GRAD_FLOOR x the step's largest
-      ||g_eager||) (a missing gradient on either side: inf). The floor is for gradients
-      that are mathematically zero -- the attention key bias, since softmax ignores the
-      per-row constant q . b_k -- which hold rounding noise on both sides (||g|| ~ 1e-9);
-      any other gradient is far above it, and its error is relative to its own norm;
-    * ``params`` and ``buffers``: {name: the largest relative error after an optimizer
-      step}, the norms floored likewise at GRAD_FLOOR x the largest parameter (buffer)
-      norm: a key bias starts at zero and moves by the rounding noise of its gradient, and
-      a BatchNorm whose input is a 1x1 convolution of a BatchNorm's output has a running
-      mean of ~1e-9;
-    * ``max_grad_rel`` / ``worst_grad`` (the largest gradient error, [step, parameter]),
-      ``seconds`` (wall time, compiling included).
-
-    With `sync` (the default), after each step's comparisons the compiled side's
-    parameters, buffers and momentum are set to the eager side's (in place, as an
-    optimizer writes them), so every step measures the compiled forward and backward from
-    the same state, and errors do not compound. Without it the two train apart, and
-    where training is chaotic the errors measure the model more than the compiler: on
-    ResNet-18 (BatchNorm over 2 images, ReLU) a 1e-6 difference in the parameters after
-    step 0 gives gradients 4e-3 apart at step 1 and 0.15 at step 2 -- in float64 too --
-    while each step's compiled gradient is as close to the float64 gradient at its own
-    parameters as eager's is (1e-5). (Inductor, free-running on an H200: 0.39 at step 2.)
-
-    `compile(model)` defaults to ``torch.compile(model, backend="miniinductor")``."""
+    """Train `name` compiled and eagerly side by side for `steps` SGD steps; the dict the
+    module docstring describes. `sync`: the compiled side restarts from eager's state after
+    each step. `compile(model)` defaults to ``torch.compile(model, backend="miniinductor")``."""
     start = time.perf_counter()
     if compile is None:
         compile = lambda m: torch.compile(m, backend=_miniinductor_backend())
@@ -112,11 +128,9 @@ def compare_training(name: str, *, device: str = "cpu", steps: int = 3, lr: floa
     for _ in range(steps):
         inputs, loss_fn = make_batch(name, gen)
         inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-        out_e = eager(**inputs)
-        loss_e = loss_fn(out_e)
+        out_e, out_c = eager(**inputs), compiled(**inputs)
+        loss_e, loss_c = loss_fn(out_e), loss_fn(out_c)
         loss_e.backward()
-        out_c = compiled(**inputs)
-        loss_c = loss_fn(out_c)
         loss_c.backward()
         result["losses"].append([loss_e.item(), loss_c.item()])
         result["outputs"].append(_rel(main_output(out_c), main_output(out_e)))
@@ -131,14 +145,7 @@ def compare_training(name: str, *, device: str = "cpu", steps: int = 3, lr: floa
         worst("buffers", _relative_errors({n: b.double() for n, b in buffers_c.items()},
                                           {n: b.double() for n, b in buffers_e.items()}, GRAD_FLOOR))
         if sync:
-            with torch.no_grad():
-                for n, p in params_e.items():
-                    params_c[n].copy_(p)
-                    momentum = opt_e.state.get(p, {}).get("momentum_buffer")
-                    if momentum is not None:
-                        opt_c.state[params_c[n]]["momentum_buffer"].copy_(momentum)
-                for n, b in buffers_e.items():
-                    buffers_c[n].copy_(b)
+            _copy_state(params_c, params_e, opt_c, opt_e, buffers_c, buffers_e)
     rows = [(rel, k, n) for k, grads in enumerate(result["grads"]) for n, rel in grads.items()]
     top = max(rows, default=(0.0, 0, ""))
     result["max_grad_rel"], result["worst_grad"] = top[0], [top[1], top[2]]
