@@ -10,7 +10,10 @@ runtime/ (→ debug/). `compile_fx.py` runs them in order for one graph; `backen
 from __future__ import annotations
 
 from . import compile_fx as _compile_fx
-from . import metrics  # noqa: F401
+from . import (
+    ext,  # noqa: F401  (registers every extension: the core never imports them)
+    metrics,  # noqa: F401
+)
 from .compile_fx import backend, compile  # noqa: F401  (the two entry points)
 from .config import Config, list_mode_options, list_options  # noqa: F401
 from .debug.accuracy import debug_accuracy  # noqa: F401

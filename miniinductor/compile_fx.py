@@ -2,47 +2,24 @@
 
 Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point: capture/
 turns Dynamo's graph into ATen graphs) and `compile_fx_inner` (one ATen graph → a boxed
-callable). `compile_graph` is the table of contents, every pass in order:
+callable). `compile_graph` runs the stages of passes.py in order, each a loop over its
+registered passes; the core's passes are registered at the bottom of this file, the
+extensions' by miniinductor/ext/. `python -m miniinductor passes` prints the whole list:
 
-    (capture/ already decomposed the graph: AOTAutograd with our decomposition table)
-    lower            policy_for            the backend policy, once per graph (codegen/policy.py)
-                     unfuse_addmm          addmm read pointwise → mm + add (Triton; lowering/matmul.py)
-                     addmm_activation      gelu(addmm), CUDA relu(addmm) → one _addmm_activation call (matmul.py)
-                     onednn_linear         C++: float32 addmm/mm (+ GELU) → oneDNN where timed faster (onednn.py)
-                     fold_conv_affine      C++: a per-channel affine after a conv (eval BatchNorm) → its weight
-                                           and bias (conv_affine.py)
-                     relu_after_max_pool   C++: max_pool(relu(y)), indices unread → relu(max_pool(y)) (conv_affine.py)
-                     winograd_convolutions C++, inference: 3x3 stride-1 convolutions → Winograd F(2x2, 3x3) (winograd.py)
-                     prefetch_gemm_templates  max_autotune on a GPU: every matmul's template configs start
-                                           compiling in threads, while lowering goes on (matmul.py)
-                     decide_layout_opt     C++ or GPU, inference: 2-D convolutions channels-last (lowering/layout.py)
-                     GraphLowering.run     ATen ops → loop IR (lowering/graph.py), node by node,
-                       realize_where_demanded  each node's value, once lowered: a buffer or inlined
-                                           (outputs, reductions, expensive values read twice)
-                     split_reductions      long rows/columns cut in two (Triton; lowering/reductions.py)
-    schedule         Scheduler(...)        one node per buffer, with its MemoryDeps
-                     dead_code_elimination
-                     fuse                  fusion rounds, by bytes saved (scheduler/)
-                     fuse_mix_order        row + column reductions of one input (Triton)
-                     combine_kernels       independent pointwise kernels → combo kernels
-                                           (combo_kernels; scheduler/combo.py)
-                     order                 the kernels in a topological order
-    benchmark_epilogue_fusion              max_autotune on a GPU: each GEMM template's fused kernel
-                                           timed per tile config against the template + its epilogue
-                                           apart; the faster kept (codegen/epilogue_tuning.py)
-    generate_kernels                       one C++ or Triton kernel per fused group (codegen/; a group
-                                           holding a GEMM template: codegen/triton_template.py;
-                                           a combo's parts in one kernel: codegen/combo.py):
-                     removable_buffers     which buffers stay in registers, from the kernel's
-                                           block plan, before its code is generated
-    memory_plan                            lifetimes, frees, reuse (codegen/memory_planning.py)
-    generate_wrapper                       the Python module with call(args) (codegen/wrapper.py),
-                                           or under cpp_wrapper `call` in C++ (codegen/cpp_wrapper.py)
-    load_wrapper                           build the kernels and import the module (runtime/)
+    lowering   lower                 ATen ops → loop IR (lowering/graph.py), node by node,
+                                     realizing each value where demanded
+    schedule   build_scheduler       one node per buffer, with its MemoryDeps (scheduler/)
+               dead_code_elimination
+               fuse                  fusion rounds, by bytes saved
+               order                 the kernels in a topological order
+    codegen    generate_kernels      one C++ or Triton kernel per fused group (codegen/)
+    wrapper    generate_wrapper      the Python module with call(args) and its memory plan
+    load       load_wrapper          build the kernels and import the module (runtime/)
+    runtime    runtime_call          the call as AOTAutograd makes it
 
-`CompiledGraph` keeps every artifact so that each phase can be printed afterwards; `lower`
-and `schedule` can be run alone to stop after a phase. Leaves out Inductor's FX graph cache,
-its post-grad pattern matcher (two passes in lowering/matmul.py stand for it) and AOT packaging.
+`CompiledGraph` keeps every artifact so that each phase can be printed afterwards, and the
+record of every pass (`passes`); `lower` and `schedule` can be run alone to stop after a
+phase. Leaves out Inductor's FX graph cache, its post-grad pattern matcher and AOT packaging.
 """
 from __future__ import annotations
 
@@ -58,37 +35,19 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from . import metrics
 from .capture import capture
-from .codegen.combo import COMBO_KERNELS
 from .codegen.cpp import CppKernel
 from .codegen.cpp_vec import with_vector_twin
-from .codegen.cpp_wrapper import CppWrapperCodeGen, CppWrapperUnsupported
-from .codegen.epilogue_tuning import benchmark_epilogue_fusion
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
-from .codegen.triton_template import kernel_for_template_group
 from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
-from .lowering import (
-    GraphLowering,
-    addmm_activation,
-    fold_conv_affine,
-    note_unused_tma,
-    onednn_linear,
-    prefetch_gemm_templates,
-    relu_after_max_pool,
-    split_reductions,
-    unfuse_addmm,
-    winograd_convolutions,
-)
+from .lowering import GraphLowering
 from .lowering.graph import graph_device
-from .lowering.layout import decide_layout_opt
+from .passes import Context, Pass, kernel_kind, make_kernel, register, run_stage
 from .runtime.cpp_builder import write_source
-from .runtime.cudagraphs import cudagraphify
-from .runtime.triton_runtime import kernel_launchers, precompile_all
 from .scheduler import FusedGroup, Scheduler
-from .scheduler.combo import ComboGroup, combine_kernels
 from .virtualized import V
 
 log = logging.getLogger("miniinductor")
@@ -107,6 +66,8 @@ class CompiledGraph:
 
     fx_graph_module: object = None   # the graph Dynamo captured, before AOTAutograd
     wrapper: WrapperCodeGen = None   # regenerates the wrapper (e.g. one that records every buffer)
+    passes: list = None              # a PassRecord per pass: ran or not, and what it changed
+    context: Context = None
 
     def __call__(self, args):
         return self.call(args)
@@ -115,39 +76,37 @@ class CompiledGraph:
         return [g for g in self.scheduler.schedule if isinstance(g, FusedGroup)]
 
 
-# ----------------------------------------------------------------------------- the passes
-def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> GraphLowering:
-    """The ATen graph as loop IR buffers, with lowering's passes run."""
+# ----------------------------------------------------------------------------- the stages
+def context_for(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> Context:
     device = graph_device(gm, example_inputs)
-    policy = policy_for(device, config)
-    note_unused_tma(policy, config)
-    unfuse_addmm(gm, policy, config)
-    addmm_activation(gm, config)
-    onednn_linear(gm, policy, config)
-    fold_conv_affine(gm, policy, config)
-    relu_after_max_pool(gm, policy, config)
-    winograd_convolutions(gm, policy, config, name)
-    prefetch_gemm_templates(gm, policy, config, device)
-    graph = GraphLowering(gm, example_inputs, config, name, policy)
-    graph.layout_opt = decide_layout_opt(gm, policy, config, name)
-    graph.run()   # + realize_where_demanded per node
-    with V.set_graph_handler(graph):
-        split_reductions(graph)
-    return graph
+    return Context(config, policy_for(device, config), device, name, example_inputs, gm)
 
 
-def schedule(graph: GraphLowering, config: Config) -> Scheduler:
+def lower(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph", ctx=None) -> GraphLowering:
+    """The ATen graph as loop IR buffers: the stages up to the loop IR's rewrites."""
+    ctx = ctx or context_for(gm, example_inputs, config, name)
+    for stage in ("aten_graph", "lowering", "loop_ir"):
+        gm = run_stage(stage, gm, ctx)
+    return gm
+
+
+def schedule(graph: GraphLowering, config: Config, ctx=None) -> Scheduler:
     """The graph's buffers as an ordered list of kernels and extern calls."""
-    scheduler = Scheduler(graph.buffers, graph.output_names(), config, graph.graph_inputs.values())
-    scheduler.dead_code_elimination()
-    if config.fusion:
-        scheduler.fuse()
-        if graph.policy.mix_order_reduction:
-            scheduler.fuse_mix_order(graph.policy)
-        if config.combo_kernels:
-            combine_kernels(scheduler, graph.policy)
-    scheduler.order()
-    return scheduler
+    if ctx is None:
+        ctx = Context(config, graph.policy, graph.current_device(), graph.name, graph=graph)
+    return run_stage("schedule", graph, ctx)
+
+
+def build_scheduler(graph: GraphLowering, ctx: Context) -> Scheduler:
+    ctx.scheduler = Scheduler(graph.buffers, graph.output_names(), ctx.config, graph.graph_inputs.values())
+    return ctx.scheduler
+
+
+def run_lowering(gm, ctx: Context) -> GraphLowering:
+    ctx.graph = GraphLowering(gm, ctx.example_inputs, ctx.config, ctx.name, ctx.policy)
+    ctx.graph.layout_opt = ctx.facts.get("layout_opt", False)
+    ctx.graph.run()   # + realize_where_demanded per node
+    return ctx.graph
 
 
 def removable_buffers(group, scheduler, kernel) -> set[str]:
@@ -157,13 +116,6 @@ def removable_buffers(group, scheduler, kernel) -> set[str]:
     names = {n for n in group.get_names() if n not in scheduler.output_names
              and all(g is group for g in scheduler.readers(n))}
     return names - kernel.reads_out_of_scope(group.nodes)
-
-
-#: the kernel class of each backend, made for one fused group
-KERNELS = {
-    "cpp": lambda group, config: cpp_kernel(group, config),
-    "triton": lambda group, config: kernel_for_template_group(group, config) or kernel_for_group(group, config),
-}
 
 
 def cpp_kernel(group, config, groups=None) -> CppKernel:
@@ -177,15 +129,16 @@ def cpp_kernel(group, config, groups=None) -> CppKernel:
     return with_vector_twin(kernel)
 
 
-def generate_kernel(group, scheduler, config: Config, backend: str, graph=None, removed=None):
-    """The kernel of one fused group, its code generated. (`graph`: decide in-place writes;
-    `removed`: the buffers kept in registers, for a group the schedule does not hold, else
-    `removable_buffers`.) A C++ kernel that tiles a transpose is generated again over merged
-    loops where its accesses allow (`CppKernel.dims_to_merge`), and kept if it still tiles."""
-    make = COMBO_KERNELS[backend] if isinstance(group, ComboGroup) else KERNELS[backend]
-    kernel = _generate(make(group, config), group, scheduler, graph, removed)
-    if backend == "cpp" and not isinstance(group, ComboGroup) and (groups := kernel.dims_to_merge()):
-        merged = _generate(cpp_kernel(group, config, groups), group, scheduler, graph, removed)
+def generate_kernel(group, ctx: Context, removed=None):
+    """The kernel of one fused group, its code generated (`removed`: the buffers kept in
+    registers, for a group the schedule does not hold, else `removable_buffers`; in-place
+    writes are decided only then). A C++ kernel that tiles a transpose is generated again
+    over merged loops where its accesses allow (`CppKernel.dims_to_merge`), and kept if it
+    still tiles."""
+    graph = ctx.graph if removed is None else None
+    kernel = _generate(make_kernel(group, ctx), group, ctx.scheduler, graph, removed)
+    if isinstance(kernel, CppKernel) and (groups := kernel.dims_to_merge()):
+        merged = _generate(cpp_kernel(group, ctx.config, groups), group, ctx.scheduler, graph, removed)
         if (plan := merged.pointwise_plan()) is not None and plan.tile is not None:
             return merged
     return kernel
@@ -203,18 +156,28 @@ def _generate(kernel, group, scheduler, graph, removed):
     return kernel
 
 
-def generate_kernels(graph: GraphLowering, scheduler: Scheduler, config: Config) -> dict:
+def generate_kernels(scheduler: Scheduler, ctx: Context) -> dict:
     """{kernel name: GeneratedKernel}; each group takes its kernel's name."""
     kernels = {}
     for group in scheduler.schedule:
         if isinstance(group, FusedGroup):
-            kernel = generate_kernel(group, scheduler, config, graph.policy.name, graph).record(group, len(kernels))
+            kernel = generate_kernel(group, ctx).record(group, len(kernels))
             group.kernel_name = kernel.name
             kernels[kernel.name] = kernel
+    ctx.kernels = kernels
     return kernels
 
 
-def load_wrapper(source: str):
+def generate_wrapper(kernels, ctx: Context) -> str:
+    """The Python wrapper and its memory plan (unless a pass before made another wrapper)."""
+    if ctx.wrapper is None:
+        ctx.wrapper = WrapperCodeGen(ctx.graph, ctx.scheduler, kernels, ctx.policy.name, ctx.config)
+        ctx.plan = ctx.wrapper.memory_plan()
+        ctx.source = ctx.wrapper.generate(ctx.plan)
+    return ctx.source
+
+
+def load_wrapper(source: str, ctx: Context = None):
     """Write the wrapper module into the cache folder and import it from there (its import
     builds the kernels, C++ through the compiler and Triton through triton.jit)."""
     path = write_source(source, "wrapper")
@@ -222,53 +185,28 @@ def load_wrapper(source: str):
     spec = importlib.util.spec_from_file_location(f"miniinductor_wrapper_{key}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if ctx is not None:
+        ctx.facts["path"] = str(path)
+        module.constants.update(ctx.graph.constants)
     return module, str(path)
 
 
-def precompile_kernels(module, kernels, device):
-    """Compile a GPU graph's Triton kernels together, in threads, instead of one by one as
-    the first call reaches each (runtime/triton_runtime.py, `precompile_all`)."""
-    launchers = [launcher for name in kernels for launcher in kernel_launchers(getattr(module, name).__globals__, name)]
-    seconds = precompile_all(launchers, device)
-    log.info("compiled %d Triton kernels (%d variants) in %.2f s", len(kernels), len(launchers), seconds)
-
-
-def generate_wrapper(graph, scheduler, kernels, config: Config):
-    """(wrapper, memory plan, source): the C++ wrapper under cpp_wrapper where it can do the
-    graph (codegen/cpp_wrapper.py), else -- saying why in one line -- the Python one."""
-    if config.cpp_wrapper:
-        wrapper = CppWrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config)
-        try:
-            plan = wrapper.memory_plan()
-            return wrapper, plan, wrapper.generate(plan)
-        except CppWrapperUnsupported as exc:
-            log.info("cpp_wrapper: %s gets the Python wrapper (not in the C++ one: %s)", graph.name, exc)
-    wrapper = WrapperCodeGen(graph, scheduler, kernels, graph.policy.name, config)
-    plan = wrapper.memory_plan()
-    return wrapper, plan, wrapper.generate(plan)
-
-
 def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name="graph") -> CompiledGraph:
-    """One ATen graph → its compiled wrapper, pass by pass (the module docstring lists them)."""
-    graph = lower(gm, example_inputs, config, name)
+    """One ATen graph → its compiled wrapper: every stage of passes.py but the runtime one."""
+    ctx = context_for(gm, example_inputs, config, name)
+    graph = lower(gm, example_inputs, config, name, ctx)
     with V.set_graph_handler(graph):
-        scheduler = schedule(graph, config)
-        if config.max_autotune and graph.policy.gemm_templates:
-            benchmark_epilogue_fusion(scheduler, lambda group, index, removed=None: generate_kernel(
-                group, scheduler, config, graph.policy.name, graph if removed is None else None, removed).record(
-                group, index))
-        kernels = generate_kernels(graph, scheduler, config)
-        wrapper, plan, wrapper_source = generate_wrapper(graph, scheduler, kernels, config)
-    module, path = load_wrapper(wrapper_source)
-    module.constants.update(graph.constants)
-    if graph.current_device().type == "cuda":
-        precompile_kernels(module, kernels, graph.current_device())
-    compiled = CompiledGraph(graph, scheduler, kernels, wrapper_source, path, module.call,
-                             plan, eager_peak_bytes(gm), wrapper=wrapper)
+        obj = graph
+        for stage in ("schedule", "tune", "codegen", "wrapper"):
+            obj = run_stage(stage, obj, ctx)
+    module = run_stage("load", ctx.source, ctx)
+    kernels, wrapper = ctx.kernels, ctx.wrapper
+    compiled = CompiledGraph(graph, ctx.scheduler, kernels, ctx.source, ctx.facts["path"], module.call,
+                             ctx.plan, eager_peak_bytes(gm), wrapper=wrapper, passes=ctx.records, context=ctx)
     for kernel in kernels.values():
         kernel.bytes_moved = sum(wrapper.plan_nbytes(n) for n in kernel.args)
     _count(compiled)
-    log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), path)
+    log.info("compiled %s: %d kernels, wrapper at %s", name, len(kernels), compiled.path)
     _log_compiled(compiled)
     return compiled
 
@@ -404,20 +342,8 @@ def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm
     compiled.fx_graph_module = dynamo_gm
     for hook in after_compile:
         hook(compiled, config)
-    call = compiled.__call__   # through the instance: debug tools may swap compiled.call
-    cpu_inputs = [n for n, b in compiled.graph.graph_inputs.items() if b.get_device().type == "cpu"
-                  and n in compiled.graph.graph_input_names]
-    if config.cudagraphs and compiled.graph.current_device().type == "cuda" and cpu_inputs:
-        # a replay reads nothing from (and writes nothing into) CPU memory: Adam's step counts
-        # would stop advancing (Inductor skips such graphs too)
-        log.info("cudagraphs: %s is not recorded: it takes CPU tensors (%s)", name, ", ".join(cpu_inputs))
-    elif config.cudagraphs:
-        if compiled.graph.current_device().type == "cuda":
-            targets = set(compiled.graph.mutations.values())
-            call = cudagraphify(call, [k for k, n in enumerate(compiled.graph.graph_input_names) if n in targets])
-        else:
-            log.info("cudagraphs: %s runs on the CPU, so there is nothing to record", name)
-    call = runtime_call(call, gm)
+    call = run_stage("runtime", compiled.__call__, compiled.context)   # through the instance: debug
+    # tools may swap compiled.call
     call._boxed_call = True
     call.compiled_graph = compiled
     _last_compiled.append(compiled)
@@ -450,4 +376,32 @@ def last_compiled() -> list[CompiledGraph]:
     return list(_last_compiled)
 
 
+# ----------------------------------------------------------------------------- the core's passes
+def _dce(scheduler, ctx):
+    scheduler.dead_code_elimination()
 
+
+def _fuse(scheduler, ctx):
+    scheduler.fuse()
+
+
+def _order(scheduler, ctx):
+    scheduler.order()
+
+
+for _pass in (
+    Pass("lowering", "lower", run_lowering, doc="ATen ops → loop IR, node by node (lowering/graph.py)"),
+    Pass("schedule", "build_scheduler", build_scheduler, doc="one node per buffer, with its MemoryDeps"),
+    Pass("schedule", "dead_code_elimination", _dce, doc="nodes nothing reads"),
+    Pass("schedule", "fuse", _fuse, enabled=lambda ctx: ctx.config.fusion, doc="fusion rounds, by bytes saved"),
+    Pass("schedule", "order", _order, doc="the kernels in a topological order"),
+    Pass("codegen", "generate_kernels", generate_kernels, doc="one kernel per fused group (codegen/)"),
+    Pass("wrapper", "generate_wrapper", generate_wrapper, doc="call(args) in Python, with its memory plan"),
+    Pass("load", "load_wrapper", lambda source, ctx: load_wrapper(source, ctx)[0],
+         doc="write the wrapper, build its kernels, import it (runtime/)"),
+    Pass("runtime", "runtime_call", lambda call, ctx: runtime_call(call, ctx.gm),
+         doc="the call as AOTAutograd makes it (fake tensors, Dynamo's hook)"),
+):
+    register(_pass)
+kernel_kind("cpp", "cpp", lambda group, ctx: cpp_kernel(group, ctx.config))
+kernel_kind("triton", "triton", lambda group, ctx: kernel_for_group(group, ctx.config))

@@ -71,7 +71,19 @@ PRESETS = {
     "cpp_wrapper": {"cpp_wrapper": True},
     "cutlass": {"max_autotune": True, "max_autotune_gemm_backends": "ATEN,TRITON,CUTLASS"},
     "tma": {"max_autotune": True, "enable_persistent_tma_matmul": True},
+    "core": {"extensions": ()},   # the core path alone: every extension off
 }
+
+#: extension name → (one-line description, the options it reads): filled by `declare_extension`
+#: as miniinductor/ext/ is imported (the core never names an extension)
+EXTENSIONS: dict[str, tuple[str, tuple[str, ...]]] = {}
+#: always on: the core path and the backends (the C++ one is core; Triton is its peer)
+BUILT_IN = ("core", "triton")
+
+
+def declare_extension(name: str, doc: str, options: tuple[str, ...] = ()):
+    """Make `name` a valid entry of `Config.extensions`; `options` are the fields only it reads."""
+    EXTENSIONS[name] = (doc, tuple(options))
 
 #: the values `autocast_dtype` takes
 AUTOCAST_DTYPES = ("bfloat16", "float16")
@@ -148,6 +160,8 @@ class Config:
     cpp_wrapper: bool = False
     ("the wrapper that allocates buffers and calls the kernels is C++, compiled (CPU: with the C++ kernels; "
      "GPU: it launches the Triton kernels through the CUDA driver), for less host time per call.")
+    extensions: tuple[str, ...] | None = None
+    "The extensions (miniinductor/ext/) that run: None, every one; () the core path alone (`python -m miniinductor passes`)."
 
     def __post_init__(self):
         """Every field checked against its annotation (bool: True or False only; int: an int,
@@ -160,6 +174,14 @@ class Config:
             raise ValueError(f"option max_autotune_gemm_backends={self.max_autotune_gemm_backends!r} lists "
                              f"{', '.join(map(repr, bad))}: valid backends are {', '.join(GEMM_BACKENDS)}, "
                              f"comma-separated (e.g. 'ATEN,TRITON' or 'TRITON')")
+        unknown = [e for e in self.extensions or () if e not in EXTENSIONS]
+        if unknown:
+            raise ValueError(f"option extensions lists {', '.join(map(repr, unknown))}: valid extensions are "
+                             f"{', '.join(EXTENSIONS) or '(none registered)'}")
+
+    def uses(self, extension: str) -> bool:
+        """Whether passes and tables of `extension` take part ("core" and "triton" always do)."""
+        return extension in BUILT_IN or self.extensions is None or extension in self.extensions
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
@@ -220,6 +242,8 @@ class Config:
             value = options.get(name)
             if isinstance(value, numbers.Integral) and not isinstance(value, (int, bool)):
                 options[name] = int(value)
+        if isinstance(options.get("extensions"), (list, set)):   # hashable, like every field
+            options["extensions"] = tuple(options["extensions"])
         if isinstance(options.get("max_autotune_gemm_backends"), str):   # " aten, triton" → "ATEN,TRITON"
             options["max_autotune_gemm_backends"] = ",".join(
                 b.strip().upper() for b in options["max_autotune_gemm_backends"].split(","))
@@ -252,7 +276,14 @@ def cutlass_installed() -> bool:
 
 
 def log_unavailable_features(config: Config):
-    """One info line for each Inductor feature `config` asks for that is accepted but not built."""
+    """One info line for each Inductor feature `config` asks for that is accepted but not built,
+    and for each option set away from its default whose extension is off."""
+    defaults = Config()
+    for name, (_, options) in EXTENSIONS.items():
+        changed = [o for o in options if getattr(config, o) != getattr(defaults, o)]
+        if changed and not config.uses(name):
+            log.info("option %s ignored: extension %s is off (extensions=%s)", ", ".join(changed), name,
+                     list(config.extensions))
     if config.enable_persistent_tma_matmul and not (config.max_autotune and "TRITON" in config.gemm_backends()):
         log.info("enable_persistent_tma_matmul ignored: it adds persistent GEMM templates to max_autotune's "
                  "Triton choices (max_autotune=True, max_autotune_gemm_backends with TRITON)")

@@ -59,6 +59,7 @@ def non_default_options(tmp_path) -> dict:
         "autocast_dtype": "float16",
         "enable_persistent_tma_matmul": True,
         "cpp_wrapper": True,
+        "extensions": ("gemm", "cpu_conv", "layout", "mix_order", "combo", "cpp_wrapper", "cudagraphs", "freezing"),
     }
     assert set(values) == {f.name for f in dataclasses.fields(Config)}, "a new option needs a value here"
     defaults = Config()

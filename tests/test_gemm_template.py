@@ -20,6 +20,7 @@ Tolerances, against eager's result in the same dtype:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -208,7 +209,7 @@ def test_every_config_of_the_fused_kernel_matches_eager():
     assert len(configs) >= 6 and any(c.get("persistent") for c in configs)
     with V.set_graph_handler(graph.graph):
         variants = epilogue_tuning.fused_variants(group, lambda g: generate_kernel(
-            g, graph.scheduler, graph.graph.config, "triton", graph.graph).record(g, 0), configs)
+            g, graph.context).record(g, 0), configs)
         for config, kernel in variants:
             assert config_text(config) in kernel.source
             inputs = linear_gelu_inputs()
@@ -497,14 +498,16 @@ def test_prefetched_matmuls_are_the_ones_lowering_autotunes(monkeypatch):
     matmuls that lowering will then autotune: the same problems (shapes, strides, offsets),
     or the compiles are wasted. Here on the CPU, with the GPU check bypassed and the compiles
     recorded instead of run: x @ w.t(), an addmm and a bmm of a permuted operand."""
-    from miniinductor import compile_fx
+    from miniinductor import passes
     from miniinductor.lowering import matmul
     prefetched, selected = [], []
     real_prefetch, real_select = matmul.prefetch_gemm_templates, matmul.select_gemm
     monkeypatch.setattr(matmul, "prefetch_gemm", lambda g, *rest: prefetched.append(g))
     monkeypatch.setattr(matmul, "select_gemm", lambda g, *rest, **kw: selected.append(g) or real_select(g, *rest, **kw))
-    monkeypatch.setattr(compile_fx, "prefetch_gemm_templates",
-                        lambda gm, policy, config, device: real_prefetch(gm, policy, config, torch.device("cuda")))
+    as_if_on_a_gpu = [p if p.name != "prefetch_gemm_templates" else dataclasses.replace(
+        p, enabled=lambda ctx: ctx.config.max_autotune,
+        run=lambda gm, ctx: real_prefetch(gm, ctx.policy, ctx.config, torch.device("cuda"))) for p in passes.PASSES]
+    monkeypatch.setattr(passes, "PASSES", as_if_on_a_gpu)
 
     def fn(x, w, b, q, k):
         h = torch.addmm(b, x, w.t())                     # [24, 40]

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent / "miniinductor"
 #: phase folders, in the order data flows: each may import only folders after it
 PHASES = ["capture", "lowering", "ir", "scheduler", "codegen", "runtime"]
 #: low-level modules every phase may import
-BASE = {"config", "metrics", "logs", "virtualized", "ops_handler"}
+BASE = {"config", "passes", "metrics", "logs", "virtualized", "ops_handler"}
 #: ir/ is the vocabulary every phase speaks (so every phase may import it); it imports
 #: nothing outward but these
 IR_MAY_IMPORT = {"virtualized", "ops_handler"}
@@ -130,4 +130,11 @@ def test_only_debug_and_the_package_import_debug():
     graph = import_graph()
     bad = [f"{a} → {b}" for a, b in graph.edges
            if b.split(".")[0] == "debug" and a.split(".")[0] not in ("debug", "", "__main__", "demo", "tour")]
+    assert not bad, bad
+
+
+def test_the_core_never_imports_an_extension():
+    """ext/ registers itself into passes.py's tables; only the package root imports it."""
+    bad = [f"{a} → {b}" for a, b in import_graph().edges
+           if b.split(".")[0] == "ext" and a.split(".")[0] != "ext" and a != ""]
     assert not bad, bad

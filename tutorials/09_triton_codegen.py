@@ -34,6 +34,7 @@
 # the same functions on it.
 
 # %%
+import dataclasses
 import time
 
 import torch
@@ -214,10 +215,12 @@ side_by_side(only_kernel(chain_cpp), kernel_part(only_kernel(chain_triton)))
 
 # %%
 (group,) = chain_cpp.fused_groups()
-config = chain_cpp.scheduler.config
+# the compile's Context (passes.py) holds its config, policy and scheduler; the same Context
+# with the Triton compile's policy asks for a Triton kernel
+as_triton = dataclasses.replace(chain_cpp.context, policy=chain_triton.context.policy)
 with V.set_graph_handler(chain_cpp.graph):
-    by_hand = generate_kernel(group, chain_cpp.scheduler, config, "triton")
-    cpp_again = generate_kernel(group, chain_cpp.scheduler, config, "cpp")
+    by_hand = generate_kernel(group, as_triton)
+    cpp_again = generate_kernel(group, chain_cpp.context)
     # record() names the kernel and generates it (codegen() looks up dtypes in V.graph)
     assert by_hand.record(group, 0).source == only_kernel(chain_triton)
     assert cpp_again.record(group, 0).source == only_kernel(chain_cpp)

@@ -92,12 +92,13 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
         return compile_
     training = _needs_grad(gm, example_inputs)
     inference = compiler("inference")
-    if config.freezing and training:
+    freezing = config.freezing and config.uses("freezing")
+    if freezing and training:
         _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
-    elif config.freezing and flattened:
+    elif freezing and flattened:
         # compiled autograd's backward runs without grad mode, but its parameters change every step
         _say_once("freezing: compiled autograd's backward graph keeps its parameters as inputs")
-    elif config.freezing:
+    elif freezing:
         inference = functools.partial(compile_frozen, inner=inference,
                                       candidates=frozen_candidates(gm, example_inputs))
         if symbolic:   # a failure in the freezing pass itself falls back per shape too

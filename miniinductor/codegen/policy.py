@@ -52,8 +52,8 @@ import dataclasses
 import torch
 
 from ..config import Config
+from ..passes import POLICY_PATCHES
 from ..runtime.triton_runtime import cdiv, next_power_of_2
-from .cpp_reduction import LANES
 
 #: the longest reduction computed in one block, the whole row at once (persistent)
 PERSISTENT_REDUCTION_MAX = 4096
@@ -121,22 +121,19 @@ class BackendPolicy:
 
 
 def policy_for(device: torch.device, config: Config) -> BackendPolicy:
-    """Triton for GPU graphs; on the CPU, `config.cpu_backend` ('cpp' or 'triton')."""
+    """Triton for GPU graphs; on the CPU, `config.cpu_backend` ('cpp' or 'triton'). The core's
+    policy, then what each extension that is on changes in it (`passes.POLICY_PATCHES`)."""
     if device.type != "cuda" and config.cpu_backend == "cpp":
-        # online softmax: a row of the C++ kernels stays in cache between its passes, and the
-        # online loop computes two exps per element where the max pass computes none.
-        # Explicit vectors (codegen/cpp_vec.py), kernels alone through ctypes, min of 15 runs,
-        # four runs (1 and 2 threads): the bench's gelu * sigmoid - tanh kernel on 4M floats
-        # 3-7% faster (6.55-6.88 vs 6.88-7.24 ms); batch norm + relu, x * 0.5 + y, relu(x + b),
-        # where/maximum level (within 2%, either way)
-        return BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
-                             mix_order_reduction=False, online_softmax_min=None, welford_min=2 * LANES,
-                             tiled_transposes=False, channels_last_conv=True, vector_matrix_max=VECTOR_MATRIX_MAX,
-                             explicit_vectors=True, clamped_window_reads=True)
-    return BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
-                         mix_order_reduction=config.mix_order_reduction,
-                         mix_order_min_numel=config.mix_order_min_numel, gemm_templates=True,
-                         channels_last_conv=device.type == "cuda")
+        policy = BackendPolicy("cpp", stores_are_cheap=True, unfuse_addmm=False, split_reductions=False,
+                               mix_order_reduction=False, online_softmax_min=None, tiled_transposes=False,
+                               clamped_window_reads=True)
+    else:
+        policy = BackendPolicy("triton", stores_are_cheap=False, unfuse_addmm=True, split_reductions=True,
+                               mix_order_reduction=False)
+    for extension, patch in POLICY_PATCHES:
+        if config.uses(extension):
+            policy = dataclasses.replace(policy, **patch(policy, config, device))
+    return policy
 
 
 # --------------------------------------------------------------------------- Triton block sizes

@@ -1,0 +1,23 @@
+"""Extensions: the performance features, each registered through passes.py and config.py.
+
+Every folder here declares its options (`config.declare_extension`), adds its passes to a
+stage (`passes.register`), and, where it changes how kernels are written, a kernel kind
+(`passes.kernel_kind`) or a change to the backend policy (`passes.POLICY_PATCHES`). The
+core never imports this package: `miniinductor/__init__.py` does, so every extension is
+registered before the first compile. `options={"extensions": []}` (the `core` preset)
+turns them all off; the core path alone compiles every model correctly.
+
+The order of the imports below is the order of their passes within a stage.
+"""
+from . import (
+    _triton,  # noqa: F401  (the Triton backend's passes: a peer of the C++ one, always on)
+    combo,  # noqa: F401
+    cpp_wrapper,  # noqa: F401
+    cpu_conv,  # noqa: F401
+    cpu_fast,  # noqa: F401
+    cudagraphs,  # noqa: F401
+    freezing,  # noqa: F401
+    gemm,  # noqa: F401
+    layout,  # noqa: F401
+    mix_order,  # noqa: F401
+)

@@ -1,0 +1,30 @@
+"""Extension `cpu_conv`: the C++ backend's convolution and linear paths: oneDNN linears,
+eval BatchNorm folded into a convolution, ReLU moved after max-pooling, and Winograd
+F(2x2, 3x3) convolutions."""
+from ...config import declare_extension
+from ...lowering.conv_affine import fold_conv_affine, relu_after_max_pool
+from ...lowering.onednn import onednn_linear
+from ...lowering.winograd import winograd_convolutions
+from ...passes import Pass, register
+
+declare_extension("cpu_conv", "C++: oneDNN linears, conv + BatchNorm folding, Winograd convolutions",
+                  ("winograd", "onednn_linear"))
+
+
+def _cpp(ctx) -> bool:
+    return ctx.policy.name == "cpp"
+
+
+register(Pass("aten_graph", "onednn_linear", lambda gm, ctx: ctx.note(onednn_linear(gm, ctx.policy, ctx.config)),
+              "cpu_conv", enabled=lambda ctx: _cpp(ctx) and ctx.config.onednn_linear,
+              doc="C++: float32 Linear-shaped matmuls (+ GELU) → oneDNN where timed faster"))
+register(Pass("aten_graph", "fold_conv_affine",
+              lambda gm, ctx: ctx.note(fold_conv_affine(gm, ctx.policy, ctx.config)), "cpu_conv", enabled=_cpp,
+              doc="C++: a per-channel affine after a convolution → its weight and bias"))
+register(Pass("aten_graph", "relu_after_max_pool",
+              lambda gm, ctx: ctx.note(relu_after_max_pool(gm, ctx.policy, ctx.config)), "cpu_conv", enabled=_cpp,
+              doc="C++: max_pool(relu(y)), indices unread → relu(max_pool(y))"))
+register(Pass("aten_graph", "winograd_convolutions",
+              lambda gm, ctx: ctx.note(winograd_convolutions(gm, ctx.policy, ctx.config, ctx.name)), "cpu_conv",
+              enabled=lambda ctx: _cpp(ctx) and ctx.config.winograd,
+              doc="C++, inference: 3x3 stride-1 convolutions → Winograd F(2x2, 3x3)"))

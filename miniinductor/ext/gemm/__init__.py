@@ -1,0 +1,39 @@
+"""Extension `gemm`: Triton GEMM templates chosen by autotuning (max_autotune), their
+epilogues fused and timed, and the addmm rewrites around them."""
+from ...codegen.epilogue_tuning import benchmark_epilogue_fusion
+from ...codegen.triton_template import kernel_for_template_group
+from ...config import declare_extension
+from ...lowering.matmul import addmm_activation, note_unused_tma, prefetch_gemm_templates, unfuse_addmm
+from ...passes import POLICY_PATCHES, Pass, kernel_kind, register
+
+declare_extension("gemm", "GEMM templates, autotuning and epilogue fusion (max_autotune), addmm rewrites",
+                  ("max_autotune", "max_autotune_gemm_backends", "enable_persistent_tma_matmul",
+                   "gemm_fp32_precision", "coordinate_descent_tuning"))
+
+
+def _tune_epilogues(scheduler, ctx):
+    from ...compile_fx import generate_kernel  # the driver's kernel maker, to time variants with
+    ctx.note(benchmark_epilogue_fusion(scheduler, lambda group, index, removed=None: generate_kernel(
+        group, ctx, removed).record(group, index)))
+
+
+def _is_gpu_autotune(ctx) -> bool:
+    return ctx.config.max_autotune and ctx.policy.gemm_templates
+
+
+register(Pass("aten_graph", "note_unused_tma", lambda gm, ctx: note_unused_tma(ctx.policy, ctx.config), "gemm",
+              doc="say once that persistent TMA templates need Triton kernels"))
+register(Pass("aten_graph", "unfuse_addmm", lambda gm, ctx: ctx.note(unfuse_addmm(gm, ctx.policy, ctx.config)),
+              "gemm", enabled=lambda ctx: ctx.policy.unfuse_addmm,
+              doc="Triton: addmm read only pointwise → mm + a bias add that fuses"))
+register(Pass("aten_graph", "addmm_activation", lambda gm, ctx: ctx.note(addmm_activation(gm, ctx.config)), "gemm",
+              doc="gelu(addmm), CUDA relu(addmm) → one _addmm_activation call"))
+register(Pass("aten_graph", "prefetch_gemm_templates",
+              lambda gm, ctx: prefetch_gemm_templates(gm, ctx.policy, ctx.config, ctx.device), "gemm",
+              enabled=lambda ctx: _is_gpu_autotune(ctx) and ctx.device.type == "cuda",
+              doc="max_autotune on a GPU: template configs compile in threads while lowering goes on"))
+register(Pass("tune", "benchmark_epilogue_fusion", _tune_epilogues, "gemm", enabled=_is_gpu_autotune,
+              doc="max_autotune on a GPU: each template timed with its epilogue fused and apart"))
+kernel_kind("triton", "gemm_template", lambda group, ctx: kernel_for_template_group(group, ctx.config), "gemm",
+            first=True)
+POLICY_PATCHES.append(("gemm", lambda policy, config, device: {"gemm_templates": policy.name == "triton"}))
