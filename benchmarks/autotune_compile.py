@@ -41,7 +41,7 @@ def child(backend: str, work: str, smoke: bool) -> dict:
     import torch
     from torch import nn
 
-    from miniinductor.models import GPT2Block
+    from miniinductor.tools.models import GPT2Block
     device = "cpu" if smoke else "cuda"
     torch.manual_seed(0)
     train = work == "train"

@@ -8,7 +8,7 @@ Cases (all fp32, inference under ``torch.no_grad()``):
   pointwise  gelu(x*a+1)*sigmoid(x)-tanh(a) on 4M elements (memory bound)
   layernorm  F.layer_norm on [4096, 1024] with weight and bias
   softmax    torch.softmax on [4096, 1024], dim=-1
-  gpt2_block miniinductor.models.GPT2Block(d_model=256, n_head=8) on [4, 128, 256]
+  gpt2_block miniinductor.tools.models.GPT2Block(d_model=256, n_head=8) on [4, 128, 256]
   mlp_gelu   Linear(512, 2048) -> GELU -> Linear(2048, 512) on [256, 512]
   colsum_rowmax  (x.sum(0), x.amax(1)) on [2048, 2048]
   cross_entropy  F.cross_entropy on [512, 8000] logits
@@ -96,7 +96,7 @@ def module_case(*layers: torch.nn.Module, shape: tuple[int, ...]) -> tuple[Calla
 
 
 def make_gpt2_block(seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor]:
-    from miniinductor.models import GPT2Block, make_demo_inputs
+    from miniinductor.tools.models import GPT2Block, make_demo_inputs
     torch.manual_seed(seed)
     model = GPT2Block(d_model=256, n_head=8, max_seq=128).eval()
     return model, make_demo_inputs(batch=4, seq=128, d_model=256, seed=seed)  # [4, 128, 256]

@@ -33,7 +33,7 @@ import torch  # noqa: E402
 from peak_memory import cuda_peak_bytes  # noqa: E402
 
 import miniinductor  # noqa: E402
-from miniinductor.models import GPT2Block  # noqa: E402
+from miniinductor.tools.models import GPT2Block  # noqa: E402
 
 
 def model_workloads() -> dict:

@@ -118,7 +118,7 @@ def child(n_blocks: int, backend: str, phases: bool, model_name="gpt2", train=Fa
     import torch
 
     import miniinductor  # noqa: F401  (registers the backend)
-    from miniinductor.models import GPT2Block
+    from miniinductor.tools.models import GPT2Block
     spent = time_phases() if phases else {}
     torch.manual_seed(0)
     if model_name == "opt":

@@ -9,7 +9,7 @@ empty MINIINDUCTOR_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR, buil
 model and its inputs, and times `compiled(*inputs)` once (Dynamo, AOTAutograd, lowering,
 code generation, every kernel compile, and the run). Needs a CUDA GPU.
 
-Beside the kernels' own workloads there is a row per model family: each `miniinductor.zoo`
+Beside the kernels' own workloads there is a row per model family: each `miniinductor.tools.zoo`
 model (GPT-2, Llama, BERT, T5, ViT, Whisper, ResNet at the zoo's small configs) as a
 training step (forward with its loss, then backward), and the OPT-style decoder of
 `compile_scaling.py` (4 layers, width 256, eval forward).
@@ -37,7 +37,7 @@ def build(name: str):
     import torch
     import torch.nn.functional as F
 
-    from miniinductor.models import GPT2Block
+    from miniinductor.tools.models import GPT2Block
     torch.manual_seed(0)
     d = "cuda"
 
@@ -74,7 +74,7 @@ def build(name: str):
         model, args = opt_decoder(4)
         return model.to(d).eval(), tuple(a.to(d) for a in args), None, no_grad
     if name.startswith("zoo "):
-        from miniinductor import zoo
+        from miniinductor.tools import zoo
         entry = zoo.ZOO[name.split()[1]]
         model = zoo.WithLoss(entry.make_model(entry.config).to(d), entry.loss_fn)
         args, target = entry.make_inputs(entry.config, torch.Generator().manual_seed(1))

@@ -5,8 +5,8 @@
 
 For a refactor that must not change what the compiler emits (issue 35: "byte-identical for
 the default options"), dump before, dump after, compare. The corpus: every workload of
-benchmarks/bench_cpu.py (inference), every model of the zoo (miniinductor/zoo.py) and every
-real model that can be built here (miniinductor/real_models/), the last two trained one SGD
+benchmarks/bench_cpu.py (inference), every model of the zoo (miniinductor/tools/zoo/) and every
+real model that can be built here (miniinductor/tools/real_models/), the last two trained one SGD
 step so that forward and backward graphs are both compiled. Each compiled graph's wrapper
 module (the C++ kernels are embedded in it) is copied to OUT/<entry>/<k>_wrapper.py, in
 compile order; the kernel cache is OUT/cache, fresh for each dump, so that no timed choice
@@ -48,11 +48,11 @@ def _entries(only: set[str]):
                     compile(fn)(*args)
             yield f"bench_{case.name}", run
     if "zoo" in only:
-        from miniinductor import zoo
+        from miniinductor.tools import zoo
         for name in zoo.ZOO:
             yield f"zoo_{name}", lambda compile, name=name: zoo.compare_training(name, compile, steps=1)
     if "real" in only:
-        from miniinductor import real_models
+        from miniinductor.tools import real_models
         for name in real_models.MODELS:
             if real_models.available(name):
                 yield f"real_{name}", lambda compile, name=name: real_models.compare_training(

@@ -42,7 +42,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import miniinductor  # noqa: E402
-from miniinductor.models import GPT2Block  # noqa: E402
+from miniinductor.tools.models import GPT2Block  # noqa: E402
 
 
 def layer_norm(x, w, b):

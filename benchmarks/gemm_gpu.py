@@ -49,7 +49,7 @@ from torch import nn  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.compile_fx import collect_compiled  # noqa: E402
-from miniinductor.models import GPT2Block  # noqa: E402
+from miniinductor.tools.models import GPT2Block  # noqa: E402
 
 ATEN_MATMULS = ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten._addmm_activation.")
 

@@ -32,7 +32,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import miniinductor  # noqa: E402
-from miniinductor.models import GPT2Block  # noqa: E402
+from miniinductor.tools.models import GPT2Block  # noqa: E402
 
 PRESETS = {"cpu": dict(layers=4, width=256, batch=4, seq=128),
            "h100": dict(layers=8, width=768, batch=8, seq=256)}   # issue 15's configuration

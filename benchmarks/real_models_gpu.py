@@ -1,4 +1,4 @@
-"""Real library models (miniinductor/real_models/) trained compiled vs eager on a device.
+"""Real library models (miniinductor/tools/real_models/) trained compiled vs eager on a device.
 
     python benchmarks/real_models_gpu.py --out real_models_h100.json          # every model, CUDA
     python benchmarks/real_models_gpu.py --models gpt2-sdpa,llama-sdpa --out r.json
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from miniinductor import real_models  # noqa: E402
+from miniinductor.tools import real_models  # noqa: E402
 
 GRAD_RTOL, LOSS_RTOL, OUTPUT_RTOL = 1e-3, 1e-5, 1e-4
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import miniinductor  # noqa: E402
-from miniinductor.zoo import CONFIGS, ZOO, WithLoss  # noqa: E402
+from miniinductor.tools.zoo import CONFIGS, ZOO, WithLoss  # noqa: E402
 
 
 def main(argv=None):

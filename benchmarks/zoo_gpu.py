@@ -4,7 +4,7 @@
     python benchmarks/zoo_gpu.py --device cpu --model gpt2 --compiler ours
     python benchmarks/zoo_gpu.py --config t5-large-ish --worst 8
 
-For each model (miniinductor/zoo.py) and compiler, trains a compiled copy and an eager
+For each model (miniinductor/tools/zoo/) and compiler, trains a compiled copy and an eager
 copy for a few SGD steps (zoo.compare_training) and prints the worst parameter
 gradient's error relative to that gradient's max |value| (over all steps), the loss
 error and the eval-mode output error, each relative to the eager value's max. With
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import miniinductor  # noqa: E402
-from miniinductor.zoo import CONFIGS, ZOO, compare_training, worst_grads  # noqa: E402
+from miniinductor.tools.zoo import CONFIGS, ZOO, compare_training, worst_grads  # noqa: E402
 
 COMPILERS = {
     "ours": miniinductor.compile,

@@ -144,7 +144,7 @@ def config_fields() -> list[tuple[str, str, str, str]]:
 
 def config_page() -> str:
     from miniinductor import config as config_module
-    from miniinductor.debug import logs
+    from miniinductor import logs
     esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
     lines = ["# Config reference", "",
              "Generated from the `Config` dataclass in `miniinductor/config.py` when this site was built.",
@@ -163,7 +163,7 @@ def config_page() -> str:
     lines += ["", "## How options are resolved", "", "From the module docstring of `miniinductor/config.py`:",
               "", "```text", doc.strip(), "```"]
     lines += ["", "## Log switches", "",
-              "`MINIINDUCTOR_LOGS=name,name,...` (or `miniinductor.debug.logs.set_logs(\"name\")`) turns on "
+              "`MINIINDUCTOR_LOGS=name,name,...` (or `miniinductor.logs.set_logs(\"name\")`) turns on "
               "these Python loggers (`miniinductor.<name>`), each printing to stderr:", "",
               "| name | logs |", "|---|---|"]
     lines += [f"| `{n}` | {esc(h)} |" for n, h in logs.LOG_NAMES.items()]
@@ -177,7 +177,7 @@ def config_page() -> str:
 
 # --------------------------------------------------------------------------- CLI
 def cli_page() -> str:
-    from miniinductor.__main__ import build_parser
+    from miniinductor.tools.cli import build_parser
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
     try:

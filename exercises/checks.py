@@ -1,6 +1,6 @@
 """The checks of the exercises: one function per exercise, named like its file without the number.
 
-Each runs with the learner's function already swapped in (miniinductor/exercises.py),
+Each runs with the learner's function already swapped in (miniinductor/tools/exercises.py),
 compiles real functions with miniinductor, compares with eager on fresh random inputs, and
 inspects the compiler's decisions; a problem is raised as `Failure` in plain words.
 They match structure (how many kernels, which buffers), never kernel names or exact source.
@@ -11,7 +11,7 @@ import importlib
 
 import torch
 
-from miniinductor.exercises import Failure, compile_and_run, expect_close, externs
+from miniinductor.tools.exercises import Failure, compile_and_run, expect_close, externs
 
 
 def _target(dotted: str):

@@ -4,7 +4,7 @@
     miniinductor.compile(model, **options)           # the same, with options checked
 
 Phases, in the order data flows: capture/ → lowering/ → ir/ → scheduler/ → codegen/ →
-runtime/ (→ debug/). `compile_fx.py` runs them in order for one graph; `backend` and
+runtime/ (→ tools/debug/). `compile_fx.py` runs them in order for one graph; `backend` and
 `compile` live there too and are re-exported here.
 """
 from __future__ import annotations
@@ -16,11 +16,11 @@ from . import (
 )
 from .compile_fx import backend, compile  # noqa: F401  (the two entry points)
 from .config import Config, list_mode_options, list_options  # noqa: F401
-from .debug.accuracy import debug_accuracy  # noqa: F401
-from .debug.compare import compare  # noqa: F401
-from .debug.explain import explain  # noqa: F401
-from .debug.trace import trace_compiled_graph
 from .logs import set_logs
+from .tools.debug.accuracy import debug_accuracy  # noqa: F401
+from .tools.debug.compare import compare  # noqa: F401
+from .tools.debug.explain import explain  # noqa: F401
+from .tools.debug.trace import trace_compiled_graph
 
 set_logs()  # honour $MINIINDUCTOR_LOGS
 

@@ -1,4 +1,4 @@
-"""The runner of tests/test_real_models.py: each real model (miniinductor/real_models/)
+"""The runner of tests/test_real_models.py: each real model (miniinductor/tools/real_models/)
 trained compiled vs eager in a process of its own.
 
     python tests/real_models_cases.py OUT_DIR [--steps N] [--workers N] MODEL [MODEL ...]
@@ -23,7 +23,7 @@ import torch
 from forking import child_main, fork_each
 
 import miniinductor  # noqa: F401  (the backend, and its imports paid once)
-from miniinductor import real_models
+from miniinductor.tools import real_models
 
 CASE_TIMEOUT = 480   # seconds; the slowest model takes ~60 s alone on a loaded machine
 

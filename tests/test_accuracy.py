@@ -1,6 +1,6 @@
 """`debug_accuracy` finds and names planted bugs, and reports a clean model clean.
 
-Each planted bug (miniinductor/debug/planted_bugs.py) breaks one known place: a lowering,
+Each planted bug (miniinductor/tools/debug/planted_bugs.py) breaks one known place: a lowering,
 an index in fused kernels only, an in-place write that races its own reads, the
 embedding-backward mask bug of commit 3ed88c9, and two wrong decompositions (one planted,
 and the SDPA one of issue 34 put back), which no buffer check can see. The tool must name
@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 
 import miniinductor
-from miniinductor.__main__ import main as cli_main
-from miniinductor.debug import planted_bugs
+from miniinductor.tools.cli import main as cli_main
+from miniinductor.tools.debug import planted_bugs
 
 aten = torch.ops.aten
 
@@ -161,7 +161,7 @@ def test_a_few_flipped_mask_elements_are_accuracy_many_are_logic():
     """A ReLU mask computed from a pre-activation within rounding of 0 flips one element:
     flip_verdict calls that accuracy (and counts against float64); a mask wrong in many
     places is logic."""
-    from miniinductor.debug.accuracy import flip_verdict
+    from miniinductor.tools.debug.accuracy import flip_verdict
     pre = torch.randn(64, 256)
     pre[3, 7] = 6.5e-8                              # within float32 rounding of the threshold
     eager = pre > 0

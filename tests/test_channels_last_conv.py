@@ -133,7 +133,7 @@ def test_dynamic_shapes():
 
 
 def test_zoo_resnet_eval():
-    from miniinductor.zoo import ZOO
+    from miniinductor.tools.zoo import ZOO
     entry = ZOO["resnet"]
     torch.manual_seed(0)
     model = entry.make_model(entry.config).eval()

@@ -95,7 +95,7 @@ RUNS = {
 }
 PLANTED_FILE = '''
 import torch
-from miniinductor.debug.planted_bugs import wrong_lowering
+from miniinductor.tools.debug.planted_bugs import wrong_lowering
 
 BUG = wrong_lowering(torch.ops.aten.tanh)   # planted for the test: tanh's lowering adds 1
 BUG.__enter__()   # (kept in a global: a context manager collected as garbage would undo it)
@@ -134,8 +134,8 @@ def run_forked(out: Path, cases: dict[str, list[str]], workers: int = 3) -> None
     as the interpreter does), its stdout, stderr and exit status written to OUT/NAME.*."""
     import runpy
 
-    import miniinductor.demo  # noqa: F401  (the imports every child shares; not __main__ itself,
-    import miniinductor.tour  # noqa: F401   which each child runs afresh as `python -m` does)
+    import miniinductor.tools.demo  # noqa: F401  (the imports every child shares; not __main__ itself,
+    import miniinductor.tools.tour  # noqa: F401   which each child runs afresh as `python -m` does)
 
     def child(name, args):
         code = 1
@@ -212,7 +212,7 @@ def check_one_line(name: str, returncode: int, stderr: str, detail: str):
 @pytest.mark.parametrize("name", ERRORS)
 def test_errors_are_one_line(name, tmp_path, capsys, monkeypatch):
     """In-process: `main(argv)` returns (or exits with) non-zero after one stderr line."""
-    from miniinductor.__main__ import main
+    from miniinductor.tools.cli import main
     monkeypatch.chdir(write_user_files(tmp_path))
     try:
         code = main([a.replace("{tmp}", str(tmp_path)) for a in ERRORS[name][0]])
@@ -314,7 +314,7 @@ def demo_then_explain(tmp_path_factory):
     import contextlib
     import io
 
-    from miniinductor.__main__ import main
+    from miniinductor.tools.cli import main
     tmp = tmp_path_factory.mktemp("first_contact")
     outs = {}
     with pytest.MonkeyPatch.context() as mp:
@@ -351,7 +351,7 @@ def test_default_outputs_are_git_ignored(demo_then_explain):
     """Whatever demo, explain and tour write into the working folder by default is in .gitignore."""
     import shutil
 
-    from miniinductor.__main__ import build_parser
+    from miniinductor.tools.cli import build_parser
     _, tmp = demo_then_explain
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs git and a git checkout")

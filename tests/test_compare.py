@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from conftest import requires_miniinductor
 
-from miniinductor.debug.compare import BACKENDS, HEADER, Comparison, compare, max_abs_error
+from miniinductor.tools.debug.compare import BACKENDS, HEADER, Comparison, compare, max_abs_error
 
 pytestmark = requires_miniinductor
 

@@ -19,7 +19,7 @@ from conftest import TEST_OPTIONS, check, compile_fn, input_gradients, randn
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.models import MLP, GPT2Block
+from miniinductor.tools.models import MLP, GPT2Block
 
 pytestmark = pytest.mark.skipif(TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
                                 reason="the C++ wrapper calls C++ kernels")

@@ -21,10 +21,10 @@ import torch
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.debug import fusion_graph as fg
-from miniinductor.debug.report import render_report, write_report
-from miniinductor.debug.trace import trace_compiled_graph, write_trace
-from miniinductor.models import GPT2Block
+from miniinductor.tools.debug import fusion_graph as fg
+from miniinductor.tools.debug.report import render_report, write_report
+from miniinductor.tools.debug.trace import trace_compiled_graph, write_trace
+from miniinductor.tools.models import GPT2Block
 
 TRACE_FILES = ["fx_graph.py", "aten_graph.py", "aten_graph.txt", "ir_pre_fusion.txt", "ir_post_fusion.txt",
                "schedule.txt", "fusion_decisions.json", "memory_plan.txt", "memory_plan.json",
@@ -314,9 +314,9 @@ def test_decision_summary_counts_each_kind():
     """Past 16 decisions explain (and the demo) count them per kind: a combo kernel is
     "1 combo" (its reason starts with a count of its own: never "1 2 independent ..."), and
     the cycles are one kind whatever buffer they go via."""
-    from miniinductor.debug.explain import decision_lines
     from miniinductor.scheduler.combo import ComboDecision
     from miniinductor.scheduler.fusion import FusionDecision
+    from miniinductor.tools.debug.explain import decision_lines
     decisions = [FusionDecision(f"buf{k}", f"buf{k + 1}", True, "vertical, loops [2, 64] x [128]", 8)
                  for k in range(14)]
     decisions += [FusionDecision("buf4", "buf5", True, "horizontal, loops [2, 4, 64, 32]", 8),

@@ -26,7 +26,7 @@ import miniinductor
 from miniinductor.capture import specialize
 from miniinductor.ir.sizevars import SymbolicUnsupported
 from miniinductor.lowering.graph import GraphLowering
-from miniinductor.models import MLP, GPT2Block
+from miniinductor.tools.models import MLP, GPT2Block
 
 pytestmark = requires_miniinductor  # every test reads miniinductor.metrics
 #: Triton kernels are not generic in their sizes yet: their graphs are compiled per shape

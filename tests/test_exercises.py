@@ -1,13 +1,13 @@
-"""The graded exercises (exercises/, miniinductor/exercises.py): every reference solution
+"""The graded exercises (exercises/, miniinductor/tools/exercises.py): every reference solution
 passes its checks and every stub fails them (`check-all`, as CI runs it); the swap always
 puts the real function back; the CLI lists them; a wrong rule is explained in words."""
 from __future__ import annotations
 
 import pytest
 
-from miniinductor import exercises
-from miniinductor.__main__ import main
-from miniinductor.exercises import Failure, check_all, load, swap
+from miniinductor.tools import exercises
+from miniinductor.tools.cli import main
+from miniinductor.tools.exercises import Failure, check_all, load, swap
 
 
 def test_check_all(capsys):

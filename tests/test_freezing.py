@@ -24,7 +24,7 @@ from conftest import DEFAULT_TOLERANCES, check
 import miniinductor
 from miniinductor.capture import aot
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.models import GPT2Block
+from miniinductor.tools.models import GPT2Block
 
 TRANSPOSE = re.compile(r"aten\.(t|permute)\.default")   # a linear's t(weight), decomposed or not
 BF16_TOL = dict(zip(("rtol", "atol"), DEFAULT_TOLERANCES[torch.bfloat16]))

@@ -17,8 +17,8 @@ from conftest import check_training_step, requires_miniinductor
 
 import miniinductor
 from miniinductor.codegen.cpp import CppKernel
-from miniinductor.models import GPT2Block
 from miniinductor.scheduler import ExternKernelSchedulerNode, FusedGroup, SchedulerNode
+from miniinductor.tools.models import GPT2Block
 from miniinductor.virtualized import V
 
 pytestmark = requires_miniinductor

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 import miniinductor
-from miniinductor.models import GPT2Block
+from miniinductor.tools.models import GPT2Block
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 TOL = dict(rtol=1e-4, atol=1e-4)  # fp32; reductions may sum in another order than cuBLAS/ATen
@@ -188,7 +188,7 @@ def test_no_input_graph_on_gpu(name, no_input_runs):
 # Its IR interpreter runs on the graph's device; a constant index or value is a CPU tensor,
 # which once crashed every CUDA run ("found at least two devices, cuda:0 and cpu").
 def test_debug_accuracy_on_gpu_clean_and_planted():
-    from miniinductor.debug import planted_bugs
+    from miniinductor.tools.debug import planted_bugs
 
     def layer_norm_affine(x, w):
         return torch.nn.functional.layer_norm(x, (16,)) * w + 1

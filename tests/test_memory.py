@@ -17,7 +17,7 @@ from conftest import check_training_step, requires_miniinductor
 import miniinductor
 from miniinductor.codegen.memory_planning import freeable_inputs, nbytes
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.models import GPT2Block
+from miniinductor.tools.models import GPT2Block
 
 pytestmark = requires_miniinductor
 

@@ -188,7 +188,7 @@ def test_resnet_has_no_pooling_or_batch_norm_fallback(backend):
     """The zoo's ResNet (BatchNorm, max pooling, adaptive average pooling): a training step
     (forward and backward) and an eval forward. Only the convolutions and matmuls are ATen
     calls, and the losses and gradients match eager."""
-    from miniinductor import zoo
+    from miniinductor.tools import zoo
     result = zoo.compare_training("resnet", lambda m: compile_fn(m, **BACKENDS[backend]), steps=1)
     assert set(metrics().fallback_ops) <= {"aten.convolution.default", "aten.convolution_backward.default",
                                            "aten.addmm.default", "aten.mm.default",

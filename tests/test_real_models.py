@@ -1,7 +1,7 @@
 """Real library models trained compiled vs eager: what users run, not the zoo's hand-written
 attention.
 
-miniinductor/real_models/ builds small random `transformers` models (gpt2, opt, llama,
+miniinductor/tools/real_models/ builds small random `transformers` models (gpt2, opt, llama,
 mistral, qwen2, bert, distilbert, roberta, t5, bart, vit, whisper; each with the default
 SDPA attention and with attn_implementation="eager"), `nn.TransformerEncoder` and
 `nn.MultiheadAttention` modules and torchvision CNNs (skipped where torchvision is not
@@ -47,7 +47,7 @@ from pathlib import Path
 import pytest
 from conftest import TERMINAL_REPORTS, USING_MINIINDUCTOR
 
-from miniinductor.real_models import MODELS, summarize
+from miniinductor.tools.real_models import MODELS, summarize
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

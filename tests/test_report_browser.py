@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import miniinductor
-from miniinductor.models import GPT2Block
+from miniinductor.tools.models import GPT2Block
 
 CHROMIUM_NAMES = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -26,9 +26,9 @@ from conftest import TEST_OPTIONS, check, check_training_step, input_gradients, 
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.debug.explain import kernel_lines
 from miniinductor.lowering.graph import GraphLowering
-from miniinductor.models import GPT2Block
+from miniinductor.tools.debug.explain import kernel_lines
+from miniinductor.tools.models import GPT2Block
 
 pytestmark = requires_miniinductor
 TRITON = TEST_OPTIONS.get("cpu_backend") == "triton"   # (Triton's own cases: tests/test_symbolic_triton.py)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from miniinductor.__main__ import main
+from miniinductor.tools.cli import main
 
 # section title → strings its artifact must contain (kernel names are not hard-coded)
 SECTIONS = {

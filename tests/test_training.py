@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from conftest import USING_MINIINDUCTOR, compile_fn, metrics
 
 try:
-    from miniinductor.models import MLP, GPT2Block
+    from miniinductor.tools.models import MLP, GPT2Block
 except Exception:  # pragma: no cover - only while models.py is being written
     import math
 

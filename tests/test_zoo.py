@@ -1,4 +1,4 @@
-"""The model zoo (miniinductor/zoo.py) trained for a few steps, compiled vs eager.
+"""The model zoo (miniinductor/tools/zoo/) trained for a few steps, compiled vs eager.
 
 Each model runs `zoo.compare_training` in its own subprocess (a segfault in a generated
 kernel fails that model only): 3 SGD steps (momentum 0.9) of a compiled copy and an eager
@@ -41,7 +41,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from conftest import compile_fn, metrics, requires_miniinductor
 
-from miniinductor.zoo import ZOO, relative_grad_errors
+from miniinductor.tools.zoo import ZOO, relative_grad_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 LOSS_RTOL = 1e-5
@@ -54,7 +54,7 @@ WORKER = """
 import json, os, sys
 import torch
 import miniinductor
-from miniinductor.zoo import compare_training
+from miniinductor.tools.zoo import compare_training
 backend = os.environ.get("MINIINDUCTOR_TEST_BACKEND", "miniinductor")
 options = json.loads(os.environ.get("MINIINDUCTOR_TEST_OPTIONS") or "{}")
 compile = (lambda m: miniinductor.compile(m, **options)) if backend == "miniinductor" else (

@@ -17,7 +17,7 @@
 #   memory traffic, worked out by hand and checked against the compiler's own numbers.
 #
 # Files: `miniinductor/scheduler/scheduler.py` (nodes, deps, fusion rounds, order),
-# `miniinductor/scheduler/fusion.py` (legality and score), `miniinductor/debug/explain.py`.
+# `miniinductor/scheduler/fusion.py` (legality and score), `miniinductor/tools/debug/explain.py`.
 
 # %%
 import torch
@@ -28,8 +28,8 @@ import miniinductor
 from miniinductor.capture import decomposition_table
 from miniinductor.config import Config
 from miniinductor.lowering import GraphLowering
-from miniinductor.models import GPT2Block
 from miniinductor.scheduler import ExternKernelSchedulerNode, Scheduler, SchedulerNode
+from miniinductor.tools.models import GPT2Block
 from miniinductor.virtualized import V
 
 torch.manual_seed(0)
@@ -261,7 +261,7 @@ assert not d.fused and f"cycle via {mm_node.get_name()}" in d.reason
 
 # %% [markdown]
 # The same decisions are logged by the `fusion` log switch: set
-# `MINIINDUCTOR_LOGS=fusion` (or call `miniinductor.debug.logs.set_logs("fusion")`) and
+# `MINIINDUCTOR_LOGS=fusion` (or call `miniinductor.logs.set_logs("fusion")`) and
 # every compile prints its decisions to stderr.
 #
 # A whole model shows all the rules at once. In a GPT-2 block, the layer norms fuse

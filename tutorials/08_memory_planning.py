@@ -24,7 +24,7 @@ import torch
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.models import GPT2Block
+from miniinductor.tools.models import GPT2Block
 
 torch.manual_seed(0)
 

@@ -15,9 +15,9 @@
 # * how `compare()` puts miniinductor beside eager and the real Inductor, and how its table
 #   becomes the report's timings.
 #
-# Files: `miniinductor/debug/fusion_graph.py`, `miniinductor/debug/report.py`,
-# `miniinductor/debug/trace.py`, `miniinductor/debug/compare.py`,
-# `miniinductor/debug/explain.py`.
+# Files: `miniinductor/tools/debug/fusion_graph.py`, `miniinductor/tools/debug/report.py`,
+# `miniinductor/tools/debug/trace.py`, `miniinductor/tools/debug/compare.py`,
+# `miniinductor/tools/debug/explain.py`.
 
 # %%
 import json
@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 import miniinductor
-from miniinductor.debug.compare import compare
-from miniinductor.debug.fusion_graph import dot_available, render_fusion_graph
+from miniinductor.tools.debug.compare import compare
+from miniinductor.tools.debug.fusion_graph import dot_available, render_fusion_graph
 
 torch.manual_seed(0)
 out_dir = Path(tempfile.mkdtemp(prefix="miniinductor_tutorial10_"))

@@ -15,7 +15,7 @@
 # * how to rerun the one guilty kernel alone from the **repro script** it writes, and see
 #   every buffer's error in the HTML report.
 #
-# Files: `miniinductor/debug/accuracy.py`, `miniinductor/debug/planted_bugs.py`,
+# Files: `miniinductor/tools/debug/accuracy.py`, `miniinductor/tools/debug/planted_bugs.py`,
 # `miniinductor/ir/interpreter.py`, `miniinductor/codegen/wrapper.py` (`generate(record=True)`).
 
 # %%
@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 import miniinductor
-from miniinductor.debug import planted_bugs
-from miniinductor.models import GPT2Block
+from miniinductor.tools.debug import planted_bugs
+from miniinductor.tools.models import GPT2Block
 
 torch.manual_seed(0)
 out_dir = Path(tempfile.mkdtemp(prefix="miniinductor_tutorial11_"))

@@ -259,7 +259,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
 
     def generate(self, plan: MemoryPlan, record: bool = False) -> str:
         """The module: the C++ source (prelude, kernels, `call`) and the Python `call` around
-        it. record=True (debug/accuracy.py) gives the Python wrapper, which can record."""
+        it. record=True (tools/debug/accuracy.py) gives the Python wrapper, which can record."""
         if record:
             return WrapperCodeGen(self.graph, self.scheduler, self.kernels, self.backend, self.config).generate(plan, record)
         inputs = [*self._tensor_inputs(), *self.graph.constants]

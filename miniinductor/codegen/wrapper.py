@@ -261,7 +261,7 @@ class WrapperCodeGen:
         yield from (o for o in self.graph.outputs if isinstance(o, sympy.Expr))
 
     def generate(self, plan: MemoryPlan, record: bool = False) -> str:
-        """The wrapper module's source, freeing and reusing as `plan` says. record=True (debug/accuracy.py): after each step,
+        """The wrapper module's source, freeing and reusing as `plan` says. record=True (tools/debug/accuracy.py): after each step,
         `call` hands every buffer it defined to the module's `record(name, tensor)` (not
         those an in-place output of the same step has already written over)."""
         code = IndentedBuffer()

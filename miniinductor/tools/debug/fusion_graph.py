@@ -26,8 +26,8 @@ from pathlib import Path
 
 import networkx as nx
 
-from ..ir.nodes import MultiOutput
-from ..scheduler import FusedGroup
+from ...ir.nodes import MultiOutput
+from ...scheduler import FusedGroup
 
 INSTALL_HINT = ("install graphviz's `dot` program to render it (Debian/Ubuntu: `apt-get install graphviz`; "
                 "macOS: `brew install graphviz`; conda: `conda install graphviz`), then run "

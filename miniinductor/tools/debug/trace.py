@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-from ..logs import plural
-from ..runtime.cpp_builder import PRELUDE
-from ..scheduler import FusedGroup
+from ...logs import plural
+from ...runtime.cpp_builder import PRELUDE
+from ...scheduler import FusedGroup
 from .fusion_graph import render_fusion_graph
 from .report import write_report
 

@@ -1,6 +1,6 @@
 """Real models: the library classes users train, small and random, compiled vs eager.
 
-miniinductor/zoo.py writes its architectures by hand, attention included, so it never
+miniinductor/tools/zoo/ writes its architectures by hand, attention included, so it never
 meets what a user's model calls: Hugging Face ``transformers`` models attend through
 ``F.scaled_dot_product_attention`` by default (``attn_implementation="sdpa"``), which
 AOTAutograd captures as ``aten._scaled_dot_product_flash_attention_for_cpu`` (a wrong

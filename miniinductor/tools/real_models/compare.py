@@ -1,4 +1,4 @@
-"""Training a compiled model and an eager copy side by side (miniinductor.real_models):
+"""Training a compiled model and an eager copy side by side (miniinductor.tools.real_models):
 every step's loss, output, gradient, parameter and buffer errors.
 
 `compare_training(name)` trains a compiled model and an eager deepcopy of it side by side for

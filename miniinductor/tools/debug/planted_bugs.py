@@ -18,13 +18,13 @@ import torch
 from torch._decomp import core_aten_decompositions
 from torch._decomp import decomposition_table as all_decompositions
 
-from .. import compile_fx
-from ..capture import aot
-from ..codegen.cpp import CppKernel, CppOverrides
-from ..ir.nodes import ComputedBuffer, ExternKernel
-from ..lowering import registry
-from ..lowering.pointwise import make_pointwise
-from ..virtualized import V
+from ... import compile_fx
+from ...capture import aot
+from ...codegen.cpp import CppKernel, CppOverrides
+from ...ir.nodes import ComputedBuffer, ExternKernel
+from ...lowering import registry
+from ...lowering.pointwise import make_pointwise
+from ...virtualized import V
 
 
 @contextlib.contextmanager

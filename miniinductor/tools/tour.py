@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from miniinductor.debug.compare import compare
-from miniinductor.debug.explain import decision_lines
+from miniinductor.tools.debug.compare import compare
+from miniinductor.tools.debug.explain import decision_lines
 
 
 class TourBlock(nn.Module):

@@ -22,8 +22,8 @@ from unittest import mock
 
 from torch._functorch.aot_autograd import make_boxed_func
 
-from .. import compile_fx
-from ..capture import aot
+from ... import compile_fx
+from ...capture import aot
 
 #: at most this many reruns while bisecting (each traces the function again)
 MAX_RERUNS = 16

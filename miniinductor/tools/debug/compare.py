@@ -29,9 +29,9 @@ import time
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from .. import metrics
-from ..compile_fx import collect_compiled
-from ..compile_fx import compile as mi_compile
+from ... import metrics
+from ...compile_fx import collect_compiled
+from ...compile_fx import compile as mi_compile
 from .explain import ExplainResult
 from .fusion_graph import human_bytes
 

@@ -46,13 +46,13 @@ from pathlib import Path
 import torch
 from torch.utils._pytree import tree_flatten
 
-from ..compile_fx import collect_compiled, load_wrapper
-from ..compile_fx import compile as mi_compile
-from ..ir.interpreter import evaluate_buffer, run_extern
-from ..ir.nodes import Buffer, ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, StorageBox, TemplateBuffer
-from ..logs import plural
-from ..scheduler import FusedGroup
-from ..virtualized import V
+from ...compile_fx import collect_compiled, load_wrapper
+from ...compile_fx import compile as mi_compile
+from ...ir.interpreter import evaluate_buffer, run_extern
+from ...ir.nodes import Buffer, ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, StorageBox, TemplateBuffer
+from ...logs import plural
+from ...scheduler import FusedGroup
+from ...virtualized import V
 from .compare import _copy_inputs, max_abs_error
 from .decomposition_check import DecompositionCheck, check_decompositions
 from .kernel_repro import write_repro

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from miniinductor.debug.compare import BACKENDS, Comparison, Row, compare, max_abs_error
-from miniinductor.debug.explain import decision_lines, kernel_lines
-from miniinductor.models import GPT2Block, make_demo_inputs
+from miniinductor.tools.debug.compare import BACKENDS, Comparison, Row, compare, max_abs_error
+from miniinductor.tools.debug.explain import decision_lines, kernel_lines
+from miniinductor.tools.models import GPT2Block, make_demo_inputs
 
 #: the demo's input [B, T, d_model] (and 4 heads); `explain gpt2_block` defaults to it too, so that
 #: both compile the same graph and print the same kernels under the same names

@@ -1,4 +1,4 @@
-"""The model builders of miniinductor.real_models (the package docstring lists them): small
+"""The model builders of miniinductor.tools.real_models (the package docstring lists them): small
 random-init library models from configs, with their batches and losses."""
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def import_torchvision():
 
     def unavailable(*args, **kwargs):
         raise RuntimeError("torchvision's compiled operators could not be loaded (its _C does not "
-                           "match this torch); miniinductor.real_models defined this stub")
+                           "match this torch); miniinductor.tools.real_models defined this stub")
 
     for name in ("nms", "qnms"):
         lib.define(f"{name}(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from ..codegen.common import GeneratedKernel
-from ..compile_fx import CompiledGraph, collect_compiled
-from ..compile_fx import compile as mi_compile
-from ..logs import plural
+from ...codegen.common import GeneratedKernel
+from ...compile_fx import CompiledGraph, collect_compiled
+from ...compile_fx import compile as mi_compile
+from ...logs import plural
 from .fusion_graph import build_fusion_graph, human_bytes
 from .report import render_report, write_report
 from .trace import write_trace

@@ -27,7 +27,7 @@ import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "exercises"
+ROOT = Path(__file__).resolve().parents[2] / "exercises"
 
 
 class Failure(Exception):
