@@ -135,8 +135,8 @@ def _summary(obj) -> str:
     graph = getattr(obj, "graph", None)
     if hasattr(graph, "nodes") and hasattr(obj, "recompile"):   # an fx.GraphModule
         return f"{len(graph.nodes)} nodes"
-    if hasattr(obj, "schedule") and isinstance(obj.schedule, list):   # a Scheduler
-        return f"{len(obj.schedule)} groups"
+    if hasattr(obj, "groups") and isinstance(obj.groups, list):   # a Scheduler
+        return f"{len(obj.groups)} groups"
     if hasattr(obj, "buffers") and isinstance(obj.buffers, list):   # a GraphLowering
         return f"{len(obj.buffers)} buffers"
     return ""

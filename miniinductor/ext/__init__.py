@@ -7,17 +7,17 @@ core never imports this package: `miniinductor/__init__.py` does, so every exten
 registered before the first compile. `options={"extensions": []}` (the `core` preset)
 turns them all off; the core path alone compiles every model correctly.
 
-The order of the imports below is the order of their passes within a stage.
+The order of the imports below is the order of their passes within a stage (so the
+import sorter leaves this file alone; tests/test_passes.py checks the order).
 """
-from . import (
-    _triton,  # noqa: F401  (the Triton backend's passes: a peer of the C++ one, always on)
-    combo,  # noqa: F401
-    cpp_wrapper,  # noqa: F401
-    cpu_conv,  # noqa: F401
-    cpu_fast,  # noqa: F401
-    cudagraphs,  # noqa: F401
-    freezing,  # noqa: F401
-    gemm,  # noqa: F401
-    layout,  # noqa: F401
-    mix_order,  # noqa: F401
-)
+# isort: skip_file
+from . import _triton  # noqa: F401  (the Triton backend's passes: a peer of the C++ one, always on)
+from . import gemm  # noqa: F401
+from . import cpu_conv  # noqa: F401
+from . import layout  # noqa: F401
+from . import mix_order  # noqa: F401
+from . import combo  # noqa: F401
+from . import cpp_wrapper  # noqa: F401
+from . import cudagraphs  # noqa: F401
+from . import freezing  # noqa: F401
+from . import cpu_fast  # noqa: F401

@@ -8,6 +8,8 @@ Commands:
   explain  compile a built-in model (``gpt2_block``, ``mlp``, ...) or a function of your
            own (``path/file.py:function``), print its kernels and fusion decisions, and
            write the trace folder and the HTML report.
+  passes   every pass in order, its stage and extension, and whether it runs under
+           the given options (``--options '{"extensions": []}'``, ``--preset core``).
   accuracy the same targets through ``miniinductor.debug_accuracy``: forward and backward,
            every buffer checked; prints the first wrong buffer and its kernel, or, if none departs
            while the results differ from eager, where the error comes from (a wrong
@@ -24,12 +26,16 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
 import torch
 
 import miniinductor
+from miniinductor import passes
+from miniinductor.codegen.policy import policy_for
+from miniinductor.config import EXTENSIONS, Config
 from miniinductor.tools import demo, exercises, tour
 from miniinductor.tools.debug.compare import compare, max_abs_error
 from miniinductor.tools.debug.explain import decision_lines, kernel_lines
@@ -348,6 +354,26 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --------------------------------------------------------------------------- the parser
+def passes_command(args) -> int:
+    """Print every pass of the pipeline (passes.py) in order: its stage, the extension that
+    registered it ("core" and "triton" are always on), and whether it runs for a graph on
+    --device under --options / --preset. Each extension and its options are listed after."""
+    try:
+        options = json.loads(args.options)
+        config = Config.build(None, options, args.preset)
+    except (ValueError, TypeError) as exc:
+        raise CLIError(str(exc)) from None
+    device = torch.device(args.device)
+    ctx = passes.Context(config, policy_for(device, config), device)
+    print(passes.describe(ctx))
+    print()
+    print(f"{'extension':11s} on   what it does [its options]")
+    for name, (doc, option_names) in sorted(EXTENSIONS.items()):
+        on = "yes" if config.uses(name) else "no "
+        print(f"{name:11s} {on}  {doc}" + (f" [{', '.join(option_names)}]" if option_names else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="miniinductor",
                     description="miniinductor: an educational reimplementation of TorchInductor.")
@@ -384,6 +410,15 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXPLAIN_EPILOG.replace("explain", "accuracy"), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_accuracy_arguments(accuracy_parser)
     accuracy_parser.set_defaults(handler=accuracy_command)
+
+    passes_parser = sub.add_parser(
+        "passes", help="every pass in order: its stage, its extension, and whether it runs under the options",
+        description=passes_command.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    passes_parser.add_argument("--options", default="{}", metavar="JSON",
+                               help='options as JSON, e.g. \'{"extensions": []}\' (default: none)')
+    passes_parser.add_argument("--preset", default=None, help="a named preset, e.g. core")
+    passes_parser.add_argument("--device", default="cpu", help="the device whose backend policy decides (cpu, cuda)")
+    passes_parser.set_defaults(handler=passes_command)
 
     exercise_parser = sub.add_parser("exercise", help="graded exercises: list | run N [--solution] | check-all",
                                      description=exercises.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -40,6 +40,11 @@ class ExplainResult:
         return [d for cg in self.graphs for d in cg.scheduler.decisions]
 
     @property
+    def passes(self):
+        """{graph name: [PassRecord]}: every pass, whether it ran on that graph and what it changed."""
+        return {cg.graph.name: list(cg.passes or ()) for cg in self.graphs}
+
+    @property
     def memory_plans(self):
         return [cg.plan for cg in self.graphs]
 
@@ -50,6 +55,7 @@ class ExplainResult:
                          f"{plural(len(cg.scheduler.nodes), 'node')} before fusion, wrapper {cg.path}")
             lines += [f"  {k}" for k in cg.kernels.values()]
             lines.append(f"  memory: planned peak {cg.plan.peak_bytes} bytes vs eager estimate {cg.eager_peak}")
+            lines += [f"  pass {r}" for r in cg.passes or () if r.ran]
         lines.append("== fusion decisions")
         lines += [f"  {d}" for d in self.decisions]
         return "\n".join(lines)

@@ -182,6 +182,16 @@ def _kernels_table(cg, links: GraphLinks, errors=None) -> str:
 
 
 # --------------------------------------------------------------------------- the page
+def _passes_table(cg) -> str:
+    """Every pass of passes.py, in order, for this graph: its extension, whether it ran, what it changed."""
+    records = getattr(cg, "passes", None) or []
+    rows = [f'<tr class="{"ran" if r.ran else "off"}"><td>{_esc(r.stage)}</td><td>{_esc(r.name)}</td>'
+            f'<td>{_esc(r.extension)}</td><td>{"ran" if r.ran else "off"}</td><td>{_esc(r.change)}</td></tr>'
+            for r in records]
+    return ('<table class="passes"><thead><tr><th>stage</th><th>pass</th><th>extension</th><th>ran</th>'
+            "<th>what it changed</th></tr></thead><tbody>" + "\n".join(rows) + "</tbody></table>")
+
+
 def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
     p = f"g{index}"
     links = GraphLinks(cg, p)
@@ -210,6 +220,7 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
         f'<section id="{p}-fusion-graph"><h3>Fusion graph</h3>{_fusion_graph_section(cg, links)}</section>',
         f'<section id="{p}-decisions"><h3>Why (not) fused</h3>{_decisions_table(cg, links)}</section>',
         f'<section id="{p}-memory"><h3>Memory timeline</h3>{_memory_section(cg)}</section>',
+        f'<section id="{p}-passes"><h3>Passes</h3>{_passes_table(cg)}</section>',
         "</section>"])
 
 
