@@ -258,7 +258,7 @@ def invisible_to_dynamo(fn):
 
 
 def runtime_call(call, gm):
-    """`call` as AOTAutograd calls it, with two checks (~0.2 us each). Under a FakeTensorMode
+    """`call` as AOTAutograd calls it, with two cheap checks. Under a FakeTensorMode
     it runs the ATen graph `gm` instead: our kernels need real memory (`.data_ptr()`), fake
     tensors have none (handed their pointers, the kernels crashed the process). Callers that
     propagate shapes run compiled code under fake mode: DDP's graph splitting (DDPOptimizer)
@@ -266,7 +266,7 @@ def runtime_call(call, gm):
     AOTAutograd answers itself (capture/aot.py), but not every caller goes through it. And
     while Dynamo's frame hook is on (a backward run by `loss.backward()` at a graph break)
     it runs invisible_to_dynamo; a forward is called inside Dynamo's own disabled region,
-    where the hook is off already, and skips the ~1.5 us that `torch._dynamo.disable` costs."""
+    where the hook is off already, and skips the cost of `torch._dynamo.disable`."""
     fake = torch._C._TorchDispatchModeKey.FAKE
     dynamo_hook = getattr(torch._C._dynamo.eval_frame, "get_eval_frame_callback", lambda: "unknown: hide")
 

@@ -59,7 +59,7 @@ class PassRecord:
     name: str
     extension: str
     ran: bool
-    change: str = ""    # what it changed ("2 addmm rewritten", "14 -> 9 groups"); "" = nothing
+    change: str = ""    # what it changed (a count of rewrites, groups before and after); "" = nothing
 
     def __str__(self):
         state = (self.change or "no change") if self.ran else "off"

@@ -136,7 +136,7 @@ def decomposition_table(training: bool = True, online_softmax: bool = True) -> d
     """`online_softmax`: softmax and friends through `prepare_softmax_online` (softmax.py),
     for Triton kernels. The C++ kernels keep PyTorch's decomposition (amax, then the sum of
     `exp(x - amax)`), whose `exp` the output reads again from memory: computing it twice
-    costs a CPU more than storing it (softmax 1.06x eager -> 0.73x, one thread)."""
+    costs a CPU more than storing it (softmax went from ahead of eager to behind it, one thread)."""
     table = dict(core_aten_decompositions())
     table.update(foreach_decompositions())
     table.update(softmax_decompositions() if online_softmax   # _softmax, _log_softmax, logsumexp

@@ -40,8 +40,8 @@ was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min, 
 `!= 0`). float16/bfloat16 are loaded as float.
 A reduction over a row of 64 or more elements folds into 32 lane accumulators
 (`_codegen_lane_loops`): independent chains of vector adds where one accumulator waits on
-each add's latency (the layer norm kernel's compute on a cached row: 30 -> 19 us per 64 rows
-of 1024 on a 2-core EPYC), as Inductor's vectorised reductions keep several accumulators.
+each add's latency (faster on the layer norm kernel's compute over cached rows of 1024, a
+2-core EPYC), as Inductor's vectorised reductions keep several accumulators.
 A variance is one Welford reduction (lowering/reductions.var, `_welford`): each lane keeps a
 mean and m2, the lanes of a row take one element each per step and so share one count and one
 reciprocal (`mi_welford_step`: a division per step of 32, not per element; Inductor keeps a
@@ -51,8 +51,8 @@ keeps two vectorized sums there) the Welford loop is scalar. No tiling of row re
 cascade (blocked) sums; argmax/argmin stay in the row form. Softmax is the max, then one pass
 for exp and its sum, then the multiplication by the sum's reciprocal (`truediv`): the online
 reduction (lowering/softmax.py, `mi_online_softmax_combine`) is generated where the policy
-asks for it, but the C++ policy does not (a scalar loop with two exps per element measured 6x
-slower than the two vectorized passes over a row in cache).
+asks for it, but the C++ policy does not (a scalar loop with two exps per element measured several
+times slower than the two vectorized passes over a row in cache).
 """
 from __future__ import annotations
 
@@ -277,7 +277,7 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
     def truediv(self, a, b):
         """Inside a row's loop, a division by a float reduction of the row (softmax's sum) is a
         multiplication by its reciprocal, which g++ then computes once per row: a vector divide
-        per element made the [4096, 1024] softmax kernel ~15% slower. ATen's softmax multiplies
+        per element made the [4096, 1024] softmax kernel measurably slower. ATen's softmax multiplies
         by the reciprocal too; the result may differ from a division in the last bit."""
         acc = self.accumulators.get(str(b))
         if acc is not None and acc[0] in ("float", "double") and self._current().kind == "loop":
@@ -335,7 +335,7 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
             return CSEVariable(f"{acc}_index")
         if reduction_type in ("max", "min"):
             # OpenMP's max/min clauses vectorize but drop NaN; a separate flag keeps it. The flag
-            # is an int folded with `|`: a bool `||` reduction is not vectorized (3x slower).
+            # is an int folded with `|`: a bool `||` reduction is not vectorized (several times slower).
             self._declare(block, "int", f"{acc}_nan", "0")
             self.compute.writeline(f"{acc} = std::{reduction_type}<{ctype}>({acc}, {value}); "
                                    f"{acc}_nan = {acc}_nan | ({value} != {value});")

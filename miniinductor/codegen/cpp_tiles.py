@@ -46,9 +46,9 @@ class CppTiledLoops:
         (cpp_loops.hoist_invariant; the last list stays innermost), or None: one loop, or a size
         that is symbolic or 0 (a loop that may not run would have its loads moved out of it). A
         BatchNorm + ReLU over NCHW [8, 64, 32, 32] computed its per-channel sqrt and division in
-        every vector of 16 (g++ moved them out of neither the vector loop nor H's): 80 us a
-        call on two threads, 19 with them once per (image, channel) row (torch.relu_ of the same
-        buffer: 15). Inductor merges H and W into one loop and leaves the motion to g++."""
+        every vector of 16 (g++ moved them out of neither the vector loop nor H's): several
+        times slower on two threads than with them once per (image, channel) row (then close to
+        torch.relu_ of the same buffer). Inductor merges H and W into one loop and leaves the motion to g++."""
         if not all(is_static(n) and self.hint(n) > 0 for n in self.ranges):
             return None
         loop_vars = [loop.var for loop in written] + ([str(self.vec.x)] if self.vec else [])
@@ -86,7 +86,7 @@ class CppTiledLoops:
         before that loop, and where an edge cuts tiles short the whole ones get their own copy
         of the loops, to a constant 16 (Inductor's tail branch): g++ did neither by itself. A
         channels-last [8, 64, 30, 30] BatchNorm + ReLU written NCHW computed its per-channel
-        sqrt and division in every vector: 88 -> 60 us on two threads (Inductor's kernel 56).
+        sqrt and division in every vector: slower on two threads (once per row: close to Inductor's kernel).
 
             if (i2_tile + 16 <= 900) {                             <- a whole tile
                 for (int64_t i1 = i1_tile; i1 < i1_tile + 16; i1 += 1) {
@@ -127,7 +127,7 @@ class CppTiledLoops:
         16 x 16 tile from `corner_index` still stays inside `name`'s elements (the rows past
         the edge are the next ones' elements, read and never stored). A channels-last
         [8, 64, 30, 30] BatchNorm + ReLU written NCHW, tiled along W, then transposed nearly
-        every tile in registers, not only those of the first 16 columns: 551 -> 360 us on one
+        every tile in registers, not only those of the first 16 columns: faster on one
         thread (merging H and W since leaves one cut tile per 900 columns). False: never."""
         layout = V.graph.get_buffer(name).layout
         if not (is_static(row_stride) and int(row_stride) > 0 and all(map(is_static, (*layout.size, *layout.stride)))

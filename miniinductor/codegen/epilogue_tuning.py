@@ -5,8 +5,8 @@ Mirrors `Scheduler.speedup_by_fusion` (its `MultiTemplateBuffer` branch: every t
 choice timed with the epilogue) and `benchmark_fused_nodes` in
 `torch/_inductor/scheduler.py`. The autotuner (triton_template.py, `select_gemm`) times the
 bare templates, the product stored as it is; an epilogue changes the kernel. On an H100 the
-exact GELU (erf) on the 128x128 float32 tile the bare table preferred (8 warps) took 7.2 ms
-where the bare template took 1.5. So once the scheduler's groups are final, for each group
+exact GELU (erf) on the 128x128 float32 tile the bare table preferred (8 warps) took several
+times as long as the bare template. So once the scheduler's groups are final, for each group
 holding a template and an epilogue this pass
 
   1. generates the group's fused kernel once per template config (`fused_variants`): the

@@ -176,7 +176,6 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
     `freeable_inputs`, whose storages are live from the start and counted until the last
     use of the last input viewing them (a backward's saved activations, which make most of
     its peak)."""
-    reuse: dict[str, str] = {}
     frees: dict[int, list[str]] = {}
     last_use, first = {}, {}
     for k, step in enumerate(steps):
@@ -186,15 +185,7 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
     lifetimes = {n: (first[n], last_use[n]) for n in first}
     size = {n: nbytes(get_buffer(n)) for n in first}
     ours = {n for n in first if not isinstance(get_buffer(n), InputBuffer)}
-    storages: dict[str, tuple[int, int]] = {}   # a freeable input's storage → (bytes, step it dies at)
-    for n, (storage, nb) in (freeable or {}).items():
-        if n in first:
-            nbytes_, end = storages.get(storage, (nb, -1))
-            storages[storage] = (max(nbytes_, nb), math.inf if n in keep else max(end, last_use[n]))
-    storages = {s: v for s, v in storages.items() if v[1] != math.inf}   # (an output's memory outlives us)
-    released: dict[int, int] = {}
-    for nb, end in storages.values():
-        released[end] = released.get(end, 0) + nb
+    storages, released = _freeable_storages(freeable, last_use, keep)
     allocated = {n for s in steps for n in s.allocs}
     fresh_extern = {n for s in steps if not s.allocs and not s.may_alias for n in s.defines
                     if get_buffer(n).layout is not None}  # (a tuple result holds no memory)
@@ -211,6 +202,36 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
         timeline.append(live)   # the step runs with its inputs and outputs alive
         live -= sum(size[n] for n in dies[k] if n in ours and n not in lent) + released.get(k, 0)
     limit = max(timeline, default=0)
+    reuse = _pooled_reuse(steps, get_buffer, timeline, limit, size, dies, poolable)
+    reused = set(reuse.values())
+    for k in range(len(steps)):
+        freed = [n for n in dies[k] if n not in reused]
+        if freed:
+            frees[k] = freed
+    return MemoryPlan(steps, timeline, reuse, frees, lifetimes)
+
+
+def _freeable_storages(freeable, last_use: dict, keep: set[str]) -> tuple[dict, dict]:
+    """plan_memory's storages of the `freeable` inputs that the steps read: ({storage: (bytes,
+    the step after which it is released)}, {step: the bytes released after it}). A storage
+    that an output views is left out: its memory outlives us."""
+    storages: dict[str, tuple[int, int]] = {}   # a freeable input's storage → (bytes, step it dies at)
+    for n, (storage, nb) in (freeable or {}).items():
+        if n in last_use:
+            nbytes_, end = storages.get(storage, (nb, -1))
+            storages[storage] = (max(nbytes_, nb), math.inf if n in keep else max(end, last_use[n]))
+    storages = {s: v for s, v in storages.items() if v[1] != math.inf}   # (an output's memory outlives us)
+    released: dict[int, int] = {}
+    for nb, end in storages.values():
+        released[end] = released.get(end, 0) + nb
+    return storages, released
+
+
+def _pooled_reuse(steps: list[Step], get_buffer, timeline: list[int], limit: int, size: dict,
+                  dies: dict, poolable: set[str]) -> dict[str, str]:
+    """plan_memory's step 2: {allocated buffer: the dead buffer whose memory it takes}, raising
+    `timeline` (in place) over the steps each lender is held over."""
+    reuse: dict[str, str] = {}
     # 2. a dead buffer may lend its memory to a later allocation of the same kind, if
     #    keeping it alive until then never lifts the timeline above that peak
     pool: dict[tuple, list[tuple[str, int]]] = {}   # key → (dead buffer, step it died at), oldest first
@@ -228,12 +249,7 @@ def plan_memory(steps: list[Step], get_buffer, keep: set[str], extern_inputs: se
         for n in dies[k]:
             if n in poolable:
                 pool.setdefault(MemoryPlan._key(get_buffer(n)), []).append((n, k))
-    reused = set(reuse.values())
-    for k in range(len(steps)):
-        freed = [n for n in dies[k] if n not in reused]
-        if freed:
-            frees[k] = freed
-    return MemoryPlan(steps, timeline, reuse, frees, lifetimes)
+    return reuse
 
 
 def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:

@@ -33,7 +33,7 @@ phase compares backend strings.
                           nearest position inside and discarded by a comparison, so the kernel
                           has no masked load and g++ vectorises it; Triton: a masked load with
                           -inf where the position is outside (a predicated load costs nothing on
-                          a GPU; the clamps and comparisons were 1.7x Inductor's time on an H200)
+                          a GPU; the clamps and comparisons were slower than Inductor's on an H200)
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
 `tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
@@ -110,8 +110,8 @@ class BackendPolicy:
         row read once (lowering/reductions.var), rather than a sum for the mean and then a sum of
         squared deviations? C++: where the innermost reduced dim (`inner`) has at least
         `welford_min` elements, so that the kernel folds it into lanes (codegen/cpp.py: a shorter
-        one is a scalar loop with a division per element: layer norm of 16384 x 32 took 1150 µs
-        that way, 260 with two vectorized sums),
+        one is a scalar loop with a division per element: layer norm of 16384 x 32 took several
+        times as long that way as with two vectorized sums),
         and not for a single row (`xnumel` 1: its two sums run on every thread, a Welford loop on
         one). Triton keeps two passes: a persistent row is in registers for both, and a looped
         row's Welford would need a combine function in `tl.reduce` (Inductor's). None: symbolic."""
@@ -149,7 +149,7 @@ def block_sizes(xnumel: int, rnumel: int | None, persistent: bool, outer: bool, 
     GATHERS_MIN or more gathered loads (positions strided or computed along the innermost
     dim: a pooling window), 512 elements and 8 warps, 2 a thread: such loads are not
     vectorised, and more warps in flight hide their latency (H100, max_pool2d 3x3/2 of
-    [64, 64, 112, 112]: 0.154 -> 0.095 ms, Inductor's 0.099, which its run-time autotuner
+    [64, 64, 112, 112]: faster, level with Inductor's, which its run-time autotuner
     gets by timing these two configurations).
     Persistent reduction: RBLOCK covers the row; XBLOCK rows fill MAX_BLOCK_NUMEL.
     Looped reduction along contiguous memory (a row sum): one row a program, RBLOCK 2048.
@@ -210,7 +210,7 @@ def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
     row is cut into pieces that bring the count to about SPLIT_TARGET_PROGRAMS. A column
     reduction (`outer`) loads XBLOCK neighbouring columns per row: fewer than 32 float32
     (128 bytes) waste most of each memory transaction, as a persistent block of long
-    columns must (768 x 2048: blocks 2 columns wide, 30% of the bandwidth); it is cut into
+    columns must (768 x 2048: blocks 2 columns wide, a fraction of the bandwidth); it is cut into
     OUTER_CHUNK-row chunks, whose blocks are 32 columns wide. Splits are powers of two that
     divide `rnumel`."""
     if xnumel * rnumel < SPLIT_MIN_NUMEL:

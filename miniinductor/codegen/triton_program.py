@@ -48,7 +48,7 @@ class TritonProgram:
         kernels (a looped reduction's RBLOCK is baked into its loop, so it is not tuned): the
         heuristic's, then its neighbours -- XBLOCK and num_warps each doubled and halved, as
         one step of coordinate descent. Inductor's max-autotune times 2 to 4 such configs; each
-        is a compile (0.3-0.5 s cold), all made ahead in the compile threads."""
+        is a compile (slow when cold), all made ahead in the compile threads."""
         if not getattr(self.config, "max_autotune", False) or self.tiled or (self.is_reduction and not self.persistent):
             return [blocks]
         top = next_power_of_2(max(self._hint(self.xnumel), 1))

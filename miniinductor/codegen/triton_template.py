@@ -29,7 +29,7 @@ Precision as eager: float32 operands multiply in IEEE float32 unless
 bfloat16 operands accumulate in float32 and round once at the store. The option
 `gemm_fp32_precision="tf32x3"` asks instead for Triton's three-product TF32 dot (each operand
 split into a TF32 part and a TF32 remainder, the remainders' product dropped): tensor cores,
-about 1.8x cuBLAS's IEEE float32 on an H100 where an IEEE `tl.dot` reaches 0.5x, and closer to
+faster than cuBLAS's IEEE float32 on an H100 where an IEEE `tl.dot` is slower, and closer to
 a float64 product than either IEEE result on the data measured (docs/benchmarks_gpu.md), but
 not the same bits as eager. The `precision` argument below is Triton's `input_precision`. Under Triton's
 interpreter a bfloat16 `tl.dot` is wrong (Triton 3.9: NumPy has no bfloat16), so there the
@@ -77,7 +77,7 @@ GEMM_CONFIGS = [(64, 64, 32, 4, 4), (128, 128, 32, 4, 3), (128, 128, 64, 8, 3), 
                 (128, 64, 32, 4, 4), (128, 256, 64, 8, 3), (32, 32, 32, 2, 2)]
 GROUP_M = 8
 #: the largest BLOCK_M * BLOCK_N tried for an IEEE float32 dot: on an H100 the 128x256 tile
-#: came last of 8 choices in every float32 GEMM of the GPT-2 block (at 10-16% of the winner's
+#: came last of 8 choices in every float32 GEMM of the GPT-2 block (far below the winner's
 #: speed) and was the slowest to compile (docs/benchmarks_gpu.md, 2026-11-26 later)
 FMA_MAX_TILE = 128 * 128
 
@@ -175,53 +175,13 @@ def gemm_source(g: Gemm, config: dict, precision: str, interpret: bool, a_ptr: s
     lines after `for tile in ...` (and the epilogue the caller adds) are one level in."""
     bk, gm = config["BLOCK_K"], config["GROUP_M"]
     persistent = config.get("persistent")
-    (sab, sam, sak), (sbb, sbk, sbn) = g.a_stride, g.b_stride
     batch = g.B > 1
-    a_mask = "" if g.K % bk == 0 else ", mask=(k + rk)[None, :] < K, other=0.0"
-    b_mask = "" if g.K % bk == 0 else ", mask=(k + rk)[:, None] < K, other=0.0"
     hint = lambda v, n, block: (f"tl.max_contiguous(tl.multiple_of({v} % {n}, {block}), {block})"  # noqa: E731
                                 if n % block == 0 else f"{v} % {n}")   # (a wrapped tile is not contiguous)
-    if g.dtype == torch.float32:
-        dot = f"tl.dot(a, b, input_precision={precision!r})"
-    elif g.dtype == torch.bfloat16 and interpret:   # see the module docstring
-        dot = "tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision='ieee')"
-    else:
-        dot = "tl.dot(a, b)"   # float16/bfloat16 products, float32 accumulator
-    def address(ptr, offset, sb, rows, sr, cols, sc):   # ptr + (offset + idx_b*sb + rows*sr + cols*sc)
-        terms = [str(offset)] * bool(offset) + [f"idx_b * {sb}"] * (batch and sb != 0) \
-            + [f"{v} * {s}" if s != 1 else v for v, s in ((rows, sr), (cols, sc))]   # (a 0 keeps the tile's shape)
-        return f"{ptr} + ({' + '.join(terms)})"
+    dot = _gemm_dot(g, precision, interpret)
     pid = "tile" if persistent else "pid"
-    head = [
-        f"# {g}: one XBLOCK x RBLOCK (BLOCK_M x BLOCK_N) tile of C = A @ B per "
-        + (f"loop step: a persistent kernel, {config['programs']} programs each taking one tile in {config['programs']}"
-           if persistent else "program"),
-        f"M, N, K = {g.M}, {g.N}, {g.K}",
-        "pid = tl.program_id(0)",
-        "grid_m = (M + XBLOCK - 1) // XBLOCK",
-        "grid_n = (N + RBLOCK - 1) // RBLOCK",
-    ]
-    if persistent == "tma":   # descriptors of A [M, K] and B [K, N], read through their unit strides
-        def descriptor(name, ptr, offset, rows, cols, sr, sc, block_r, block_c):
-            base = f"{ptr} + {offset}" if offset else ptr
-            if sc == 1:
-                return f"{name}_desc = tl.make_tensor_descriptor({base}, shape=[{rows}, {cols}], strides=[{sr}, 1], " \
-                       f"block_shape=[{block_r}, {block_c}])"
-            return f"{name}_desc = tl.make_tensor_descriptor({base}, shape=[{cols}, {rows}], strides=[{sc}, 1], " \
-                   f"block_shape=[{block_c}, {block_r}])   # (a transposed operand: loaded as its transpose)"
-        head += ["# TMA: the copy engine fetches each tile (out-of-bounds elements read as 0: no masks)",
-                 descriptor("a", a_ptr, g.a_offset, "M", "K", sam, sak, "XBLOCK", bk),
-                 descriptor("b", b_ptr, g.b_offset, "K", "N", sbk, sbn, bk, "RBLOCK")]
-    if persistent and interpret:
-        head += interpreter_range("tile", "pid", "grid_m * grid_n", config["programs"])
-    elif persistent:
-        head += [f"for tile in range(pid, grid_m * grid_n, {config['programs']}):"]
-    a_load = ("a_desc.load([pid_m * XBLOCK, k])" if sak == 1 else "a_desc.load([k, pid_m * XBLOCK]).T") \
-        if persistent == "tma" else \
-        f"tl.load({address(a_ptr, g.a_offset, sab, 'ram[:, None]', sam, '(k + rk)[None, :]', sak)}{a_mask})"
-    b_load = ("b_desc.load([k, pid_n * RBLOCK])" if sbn == 1 else "b_desc.load([pid_n * RBLOCK, k]).T") \
-        if persistent == "tma" else \
-        f"tl.load({address(b_ptr, g.b_offset, sbb, '(k + rk)[:, None]', sbk, 'rbn[None, :]', sbn)}{b_mask})"
+    head = _gemm_head(g, config, interpret, a_ptr, b_ptr)
+    a_load, b_load = _operand_loads(g, config, a_ptr, b_ptr)
     body = [
         f"# tiles in groups of {gm} rows, so that programs running together share B's columns in cache",
         f"width = {gm} * grid_n",
@@ -251,6 +211,70 @@ def gemm_source(g: Gemm, config: dict, precision: str, interpret: bool, a_ptr: s
         "rmask = rindex < rnumel",
     ]
     return head + [("    " if persistent else "") + line for line in body]
+
+
+def _gemm_dot(g: Gemm, precision: str, interpret: bool) -> str:
+    """The main loop's product of the tiles `a` and `b`, by the operands' dtype."""
+    if g.dtype == torch.float32:
+        return f"tl.dot(a, b, input_precision={precision!r})"
+    if g.dtype == torch.bfloat16 and interpret:   # see the module docstring
+        return "tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision='ieee')"
+    return "tl.dot(a, b)"   # float16/bfloat16 products, float32 accumulator
+
+
+def _gemm_head(g: Gemm, config: dict, interpret: bool, a_ptr: str, b_ptr: str) -> list[str]:
+    """gemm_source's first lines: the sizes and the grid; for a persistent config, then its TMA
+    descriptors (`"tma"`) and the `for tile in ...` loop whose body is one level in."""
+    bk = config["BLOCK_K"]
+    persistent = config.get("persistent")
+    (_, sam, sak), (_, sbk, sbn) = g.a_stride, g.b_stride
+    head = [
+        f"# {g}: one XBLOCK x RBLOCK (BLOCK_M x BLOCK_N) tile of C = A @ B per "
+        + (f"loop step: a persistent kernel, {config['programs']} programs each taking one tile in {config['programs']}"
+           if persistent else "program"),
+        f"M, N, K = {g.M}, {g.N}, {g.K}",
+        "pid = tl.program_id(0)",
+        "grid_m = (M + XBLOCK - 1) // XBLOCK",
+        "grid_n = (N + RBLOCK - 1) // RBLOCK",
+    ]
+    if persistent == "tma":   # descriptors of A [M, K] and B [K, N], read through their unit strides
+        def descriptor(name, ptr, offset, rows, cols, sr, sc, block_r, block_c):
+            base = f"{ptr} + {offset}" if offset else ptr
+            if sc == 1:
+                return f"{name}_desc = tl.make_tensor_descriptor({base}, shape=[{rows}, {cols}], strides=[{sr}, 1], " \
+                       f"block_shape=[{block_r}, {block_c}])"
+            return f"{name}_desc = tl.make_tensor_descriptor({base}, shape=[{cols}, {rows}], strides=[{sc}, 1], " \
+                   f"block_shape=[{block_c}, {block_r}])   # (a transposed operand: loaded as its transpose)"
+        head += ["# TMA: the copy engine fetches each tile (out-of-bounds elements read as 0: no masks)",
+                 descriptor("a", a_ptr, g.a_offset, "M", "K", sam, sak, "XBLOCK", bk),
+                 descriptor("b", b_ptr, g.b_offset, "K", "N", sbk, sbn, bk, "RBLOCK")]
+    if persistent and interpret:
+        head += interpreter_range("tile", "pid", "grid_m * grid_n", config["programs"])
+    elif persistent:
+        head += [f"for tile in range(pid, grid_m * grid_n, {config['programs']}):"]
+    return head
+
+
+def _operand_loads(g: Gemm, config: dict, a_ptr: str, b_ptr: str) -> tuple[str, str]:
+    """The main loop's loads of A's and B's tiles at step `k`: through the TMA descriptors, or
+    `tl.load` at the tile's addresses (masked along K where BLOCK_K does not divide it)."""
+    bk = config["BLOCK_K"]
+    persistent = config.get("persistent")
+    (sab, sam, sak), (sbb, sbk, sbn) = g.a_stride, g.b_stride
+    batch = g.B > 1
+    a_mask = "" if g.K % bk == 0 else ", mask=(k + rk)[None, :] < K, other=0.0"
+    b_mask = "" if g.K % bk == 0 else ", mask=(k + rk)[:, None] < K, other=0.0"
+    def address(ptr, offset, sb, rows, sr, cols, sc):   # ptr + (offset + idx_b*sb + rows*sr + cols*sc)
+        terms = [str(offset)] * bool(offset) + [f"idx_b * {sb}"] * (batch and sb != 0) \
+            + [f"{v} * {s}" if s != 1 else v for v, s in ((rows, sr), (cols, sc))]   # (a 0 keeps the tile's shape)
+        return f"{ptr} + ({' + '.join(terms)})"
+    a_load = ("a_desc.load([pid_m * XBLOCK, k])" if sak == 1 else "a_desc.load([k, pid_m * XBLOCK]).T") \
+        if persistent == "tma" else \
+        f"tl.load({address(a_ptr, g.a_offset, sab, 'ram[:, None]', sam, '(k + rk)[None, :]', sak)}{a_mask})"
+    b_load = ("b_desc.load([k, pid_n * RBLOCK])" if sbn == 1 else "b_desc.load([pid_n * RBLOCK, k]).T") \
+        if persistent == "tma" else \
+        f"tl.load({address(b_ptr, g.b_offset, sbb, '(k + rk)[:, None]', sbk, 'rbn[None, :]', sbn)}{b_mask})"
+    return a_load, b_load
 
 
 def launch_meta(config: dict) -> dict:
@@ -425,8 +449,26 @@ def select_gemm(g: Gemm, layouts, backends: tuple, precision: str, device: torch
                                       torch.cuda.get_device_name(device), precision, backends, configs, descend]))
     if (winner := cache.get()) is not None:
         return GemmSelection(None if winner == "ATEN" else winner, cache.timings())
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
     start = time.perf_counter()
+    timings, compile_s = _time_choices(g, layouts, configs, backends, precision, device, descend)
+    ranked = sorted((ms, name, choice) for name, (ms, choice) in timings.items() if ms < math.inf)
+    if not ranked:
+        raise RuntimeError(f"max_autotune: no choice for {g} could run (backends {','.join(backends)})")
+    best = ranked[0][0]
+    log.info("AUTOTUNE %s\n%s\nAUTOTUNE compiling and benchmarking took %.2f s (compiling %.2f s)", g,
+             "\n".join(f"  {name:70s} {ms:.4f} ms {100 * best / ms:5.1f}%" for ms, name, _ in ranked),
+             time.perf_counter() - start, compile_s)
+    table = [[ms, choice] for ms, _, choice in ranked]
+    cache.put(ranked[0][2], table)
+    return GemmSelection(None if ranked[0][2] == "ATEN" else ranked[0][2], table)
+
+
+def _time_choices(g: Gemm, layouts, configs, backends: tuple, precision: str, device: torch.device,
+                  descend: bool) -> tuple[dict, float]:
+    """`select_gemm`'s timing on the GPU: ({name: (ms, config or "ATEN")}, ms inf where a config
+    could not run; the seconds the configs' compiles took). Random operands of the real shapes
+    and strides; every config compiled first, then timed; ATen before and after them."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
     timings = {}   # name → (ms, config or "ATEN")
     with unset_fake_temporarily():
         a, b = (_operand_tensor(layout) for layout in layouts)
@@ -452,20 +494,11 @@ def select_gemm(g: Gemm, layouts, backends: tuple, precision: str, device: torch
         if descend and time_config(first) < math.inf:
             coordinate_descent(time_config, first, g)
         # ATen timed again after the configs, the better of the two kept: timed once, first, right
-        # after the configs' compiles, bfloat16 4096x4096x1024 read 0.0678 ms on an H100 (0.048 on
-        # its own, and again when timed last), and the template (0.059) won where cuBLAS is faster
+        # after the configs' compiles, bfloat16 4096x4096x1024 read slower on an H100 than on
+        # its own (and again when timed last), and the template won where cuBLAS is faster
         if aten_ms is not None:
             timings[f"aten.{g.op}"] = (min(aten_ms, benchmark(run_aten)), "ATEN")
-    ranked = sorted((ms, name, choice) for name, (ms, choice) in timings.items() if ms < math.inf)
-    if not ranked:
-        raise RuntimeError(f"max_autotune: no choice for {g} could run (backends {','.join(backends)})")
-    best = ranked[0][0]
-    log.info("AUTOTUNE %s\n%s\nAUTOTUNE compiling and benchmarking took %.2f s (compiling %.2f s)", g,
-             "\n".join(f"  {name:70s} {ms:.4f} ms {100 * best / ms:5.1f}%" for ms, name, _ in ranked),
-             time.perf_counter() - start, compile_s)
-    table = [[ms, choice] for ms, _, choice in ranked]
-    cache.put(ranked[0][2], table)
-    return GemmSelection(None if ranked[0][2] == "ATEN" else ranked[0][2], table)
+    return timings, compile_s
 
 
 #: what coordinate descent varies, and within which bounds

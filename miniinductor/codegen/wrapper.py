@@ -76,8 +76,8 @@ def op_path(op) -> str:
 
 aten = torch.ops.aten
 #: matmuls called through torch's Python bindings, as Inductor's `extern_kernels` are: the
-#: OpOverload (`torch.ops.aten.addmm.default`) matches its arguments against the schema, ~3 us
-#: more per call on a 2-core EPYC, a batch-1 MLP's per-call overhead. Their outputs are always
+#: OpOverload (`torch.ops.aten.addmm.default`) matches its arguments against the schema, a
+#: cost per call that shows (2-core EPYC) in a batch-1 MLP's per-call overhead. Their outputs are always
 #: new contiguous tensors, the layout their meta functions promise: no check_layout after them.
 EXTERN_KERNELS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm", aten.bmm.default: "torch.bmm",
                   aten.baddbmm.default: "torch.baddbmm", aten._addmm_activation.default: "torch._addmm_activation"}

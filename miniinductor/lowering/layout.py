@@ -10,20 +10,20 @@ read it follow its strides; graph outputs keep eager's strides (realize_output i
 so an epilogue writing NCHW reads NHWC: a transposing kernel, tiled (codegen/cpp_loops.py).
 
 Measured at [8, 64, 32, 32] x Conv2d(64, 64, 3), two shared cores (`benchmarks/bench_cpu.py`
-conv_bn_relu, docs/benchmarks.md): ATen's convolution alone took 4.6-6.7 ms on an NCHW input
-(it varies from process to process) and 3.9-4.4 ms on a channels-last one; our copy to
-channels-last 0.13 ms and the transposing BN + ReLU 0.21 ms (0.29 ms in place, NCHW). The
+conv_bn_relu, docs/benchmarks.md): ATen's convolution alone took longer on an NCHW input
+(it varies from process to process) than on a channels-last one, by more than our copy to
+channels-last and the transposing BN + ReLU take. The
 weight is converted too, as Inductor does: on an AMD EPYC (2 threads; docs/benchmarks.md, "Wider
-column tiles, the convolution weight channels-last") that convolution took 2.51 ms NCHW, 2.41
+column tiles, the convolution weight channels-last") that convolution was slowest NCHW, faster
 with a channels-last input and an NCHW weight (which ATen then copies to channels-last inside
-the call: `aten::clone`, ~30 us), 2.38 with both; the ResNet stem's 7x7 convolution of [8, 3,
-112, 112] 6.9 / 2.47 / 2.38 ms. Our copy of the [64, 64, 3, 3] weight (147 KB) shares a combo
+the call: `aten::clone`), fastest with both; the ResNet stem's 7x7 convolution of [8, 3,
+112, 112] likewise. Our copy of the [64, 64, 3, 3] weight (147 KB) shares a combo
 kernel with the input's.
 
 On the GPU cuDNN's NCHW path reorders too (`nchwToNhwcKernel` inside the call, then an
-sm80 NCHW kernel): conv-BN-ReLU eval at [32, 64, 56, 56] on an H100 took 99.0 us of GPU time a
-call NCHW and 78.0 channels-last (our Triton copy to NHWC, cuDNN's sm90 NHWC kernel, the
-transposing BN + ReLU), Inductor 78.2 (docs/benchmarks_gpu.md).
+sm80 NCHW kernel): conv-BN-ReLU eval at [32, 64, 56, 56] on an H100 took less GPU time a
+call channels-last than NCHW (our Triton copy to NHWC, cuDNN's sm90 NHWC kernel, the
+transposing BN + ReLU), level with Inductor (docs/benchmarks_gpu.md).
 
 Simplified against Inductor:
   * Decided where it was measured: C++ kernels and GPU graphs (`BackendPolicy.channels_last_conv`;

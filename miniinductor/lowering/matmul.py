@@ -4,8 +4,8 @@ the lowerings of matmuls.
 `unfuse_addmm` (where the policy asks: Triton kernels). Mirrors `should_prefer_unfused_addmm` / `unfuse_bias_add_to_pointwise` in
 `torch/_inductor/fx_passes/post_grad.py`. `addmm(b, x, w)` asks cuBLAS for its bias
 epilogue, whose kernels come in fewer tile shapes: on an H100 the GPT-2 block's QKV and
-output projections ran a 64x64-tile kernel (~30 TFLOP/s) where the plain `mm` gets a
-128x128 one (~40). When every reader of the result is pointwise (looking through views),
+output projections ran a 64x64-tile kernel where the plain `mm` gets a
+faster 128x128 one. When every reader of the result is pointwise (looking through views),
 `addmm` becomes `mm` + `add`: the `+ b` costs nothing more inlined into the kernel that
 reads the product anyway.
 
@@ -38,7 +38,7 @@ inference) is a reduction kernel of ours, the previous layer's bias and activati
 into its loads. Inductor's CPU `addmm`/`mm` decompositions (`torch/_inductor/decomposition.py`)
 do this for K, N <= 16 only; ours goes up to `VECTOR_MATRIX_MAX` elements (codegen/policy.py),
 where a BLAS call's per-call cost, not its arithmetic, set the time: a six-layer
-Linear(256, 256) MLP's `call(args)` took 175 µs as six `addmm` calls, 91 µs as our kernels.
+Linear(256, 256) MLP's `call(args)` ran markedly faster as our kernels than as six `addmm` calls.
 """
 from __future__ import annotations
 
@@ -117,8 +117,8 @@ def unfuse_addmm(gm: torch.fx.GraphModule, policy: BackendPolicy, config: Config
 
 #: what _addmm_activation folds in, per device: its GELU is the exact (erf) one on the CPU and
 #: the tanh approximation on CUDA; a CPU relu is left to a C++ kernel (in place on the addmm's
-#: result), as Inductor does: `_addmm_activation` took ~7 us more per call than `addmm` and
-#: that kernel at batch 1 (a six-layer MLP's call(args): 179 -> 135 us on a 2-core EPYC)
+#: result), as Inductor does: `_addmm_activation` took longer per call than `addmm` and
+#: that kernel at batch 1 (a six-layer MLP's call(args), on a 2-core EPYC)
 ADDMM_ACTIVATION = {"cpu": {aten.gelu.default: "none"},
                     "cuda": {aten.gelu.default: "tanh", aten.relu.default: "none"}}
 
@@ -155,7 +155,7 @@ def prefetch_gemm_templates(gm: torch.fx.GraphModule, policy: BackendPolicy, con
     """Under max_autotune on a GPU: start compiling the template configs of every matmul of
     the graph, in the compile threads, before lowering starts (`prefetch_gemm`). Lowering
     then times each matmul's configs when it reaches it, finding them compiled or in flight,
-    instead of compiling each matmul's configs in turn (an MLP's two: 4.3 then 2.4 s). The
+    instead of compiling each matmul's configs in turn (an MLP's two: seconds each). The
     shapes and strides come from the FX graph's example values; where lowering later reads
     an operand through other strides, that compile is wasted, nothing else."""
     if not (config.max_autotune and policy.gemm_templates and device.type == "cuda") \

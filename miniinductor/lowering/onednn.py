@@ -6,9 +6,9 @@ Eager's `addmm` on the CPU calls the BLAS PyTorch was built with (MKL on x86); o
 matmul is PyTorch's other CPU GEMM, with the bias and an activation applied to each tile of
 the result while it is still in cache (its "post-ops"). Which is faster depends on the
 machine and the shape: on a 2-core AMD EPYC (AVX-512) the MLP of benchmarks/bench_cpu.py
-(`[256, 512] -> 2048 -> 512`, GELU) took 9.3 ms as two `addmm` and a `gelu`, 5.9 ms as two
-oneDNN calls with the GELU fused; 512 x 256 x 768 was 1.09 vs 1.00 ms; but a single row
-(`[1, 256] @ [256, 256]`) took 8 us in `addmm`, 20 in oneDNN (its per-call cost). So the
+(`[256, 512] -> 2048 -> 512`, GELU) was markedly faster as two oneDNN calls with the GELU
+fused than as two `addmm` and a `gelu`; 512 x 256 x 768 slightly faster; but a single row
+(`[1, 256] @ [256, 256]`) was slower in oneDNN than in `addmm` (its per-call cost). So the
 choice is timed, as max_autotune times its choices on the GPU: both candidates run on random
 operands of the node's shapes and strides, interleaved, five rounds each; oneDNN is taken
 when its best round is at least `MARGIN` faster. The table goes to the `autotune` log and the
@@ -54,9 +54,9 @@ log = get_logger("autotune")
 #: oneDNN must be at least this much faster (its best round against ATen's) to be taken:
 #: a 2-core machine's round-to-round noise is a few per cent
 MARGIN = 0.95
-#: smaller problems (M * K * N multiply-adds) stay ATen's untimed: oneDNN's ~20 us a call
-#: is already as long as ATen's whole call there (8 x 64 x 10: 7.6 vs 24.9 us; 4 x 256 x 256:
-#: 17.8 vs 27.0; 64 x 256 x 768, 12.6M: 187 vs 171 -- the EPYC above)
+#: smaller problems (M * K * N multiply-adds) stay ATen's untimed: oneDNN's per-call cost
+#: is already as long as ATen's whole call there (the EPYC above: ATen ahead at 8 x 64 x 10
+#: and 4 x 256 x 256, oneDNN at 64 x 256 x 768, 12.6M)
 #: and at 2**20 the timing was a coin toss: a two-block GPT-2 test step's 64 x 64 x 256 once
 #: went to oneDNN by noise and its peak memory rose above eager's (tests/test_memory.py)
 MIN_MACS = 1 << 21

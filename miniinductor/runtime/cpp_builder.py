@@ -8,7 +8,7 @@ building the same kernel both succeed and neither can see a half-written file.
 
 The prelude (cpp_prelude.h: <cmath>, <algorithm>, <immintrin.h>...) is precompiled once
 per flags and compiler (`prelude_header`, a GCC `.gch` beside the header, as Inductor's
-precompiled `cpp_prefix.h`): parsing it took 0.75 of the 0.85 s a small graph's build took,
+precompiled `cpp_prefix.h`): parsing it took most of a small graph's build time,
 and a cold test run builds hundreds. A compiler that cannot use the `.gch` reads the header's
 text instead: the same code, only slower. Simplified: no parallel build pool; one library per
 graph, so a graph costs one compiler run however many kernels it has. A C++ wrapper (cpp_wrapper) is
@@ -37,7 +37,7 @@ def vector_width_flags() -> list[str]:
     """The vector width g++ may use: 512 bits where ATen's own CPU kernels run their AVX-512
     versions (`torch.backends.cpu.get_cpu_capability()`, as Inductor's `pick_vec_isa`), else
     256. g++ itself prefers 256-bit vectors even where -march=native has AVX-512; on a Xeon
-    with two 512-bit FMA units that left our softmax at 0.7x eager's AVX-512 kernel. The
+    with two 512-bit FMA units that left our softmax slower than eager's AVX-512 kernel. The
     prelude's explicit vectors (`mi_vec`) take the same width: MI_VEC_LANES floats."""
     return [f"-mprefer-vector-width={vector_lanes() * 32}", f"-DMI_VEC_LANES={vector_lanes()}"]
 

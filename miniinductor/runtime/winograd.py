@@ -155,9 +155,9 @@ def _kernels() -> dict:
 
 _local = threading.local()
 #: V's size for one block of tiles (and M's): transformed, multiplied and transformed back while
-#: in cache. [8, 64, 32, 32] by 64 filters, ms a call: all tiles at once (16 MB of V and M) 2.76,
-#: 2 MB blocks 2.24-2.35, 1 MB 2.50-2.62, 128 KB 4.4 (each block costs ~30 us of parallel-region
-#: and bmm start-up); the direct convolution 2.76-2.86 (scratch `wblock*.py`)
+#: in cache. [8, 64, 32, 32] by 64 filters: of all tiles at once (16 MB of V and M) and blocks of
+#: 2 MB, 1 MB and 128 KB (each block costs a parallel-region and bmm start-up), 2 MB was the
+#: fastest, and faster than the direct convolution (scratch `wblock*.py`)
 BLOCK_BYTES = 2 << 20
 
 
@@ -165,7 +165,7 @@ def _workspace(tiles: int, c: int, k: int) -> tuple[torch.Tensor, torch.Tensor, 
     """V, U and M, kept per thread and size between calls, as oneDNN keeps its scratchpads: V
     and M are 16 x tiles x channels (8 MB each for 64 channels of 8 x 32 x 32), and allocated
     anew each call glibc handed them back to the OS and page-faulted them in again (115 to 3686
-    faults a call, the op 2.2x slower: docs/benchmarks.md, "Winograd")."""
+    faults a call, the op much slower: docs/benchmarks.md, "Winograd")."""
     cache = _local.__dict__.setdefault("buffers", {})
     key = (tiles, c, k)
     if key not in cache:
