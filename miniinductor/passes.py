@@ -18,6 +18,7 @@ each phase; here each is an entry in one table. Leaves out Inductor's pattern ma
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Callable
 
@@ -113,6 +114,16 @@ def register(p: Pass, *, before: str | None = None, after: str | None = None) ->
         raise KeyError(f"pass {p.name!r}: no pass named {anchor!r} to go {'before' if before else 'after'}")
     PASSES.insert(position + (after is not None), p)
     return p
+
+
+@contextlib.contextmanager
+def registered(p: Pass, *, before: str | None = None, after: str | None = None):
+    """`p` in the registry for the `with` block only (a tutorial's or an experiment's pass)."""
+    register(p, before=before, after=after)
+    try:
+        yield p
+    finally:
+        PASSES.remove(p)
 
 
 def kernel_kind(backend: str, name: str, make: Callable, extension: str = "core", first: bool = False):
