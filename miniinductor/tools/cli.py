@@ -10,6 +10,8 @@ Commands:
            write the trace folder and the HTML report.
   passes   every pass in order, its stage and extension, and whether it runs under
            the given options (``--options '{"extensions": []}'``, ``--preset core``).
+  lines    line counts: the core path against its budget, the Triton backend, each
+           extension, the tools; the largest file and the longest function.
   accuracy the same targets through ``miniinductor.debug_accuracy``: forward and backward,
            every buffer checked; prints the first wrong buffer and its kernel, or, if none departs
            while the results differ from eager, where the error comes from (a wrong
@@ -36,7 +38,7 @@ import miniinductor
 from miniinductor import passes
 from miniinductor.codegen.policy import policy_for
 from miniinductor.config import EXTENSIONS, Config
-from miniinductor.tools import demo, exercises, tour
+from miniinductor.tools import demo, exercises, linecount, tour
 from miniinductor.tools.debug.compare import compare, max_abs_error
 from miniinductor.tools.debug.explain import decision_lines, kernel_lines
 from miniinductor.tools.models import MLP, GPT2Block
@@ -419,6 +421,11 @@ def build_parser() -> argparse.ArgumentParser:
     passes_parser.add_argument("--preset", default=None, help="a named preset, e.g. core")
     passes_parser.add_argument("--device", default="cpu", help="the device whose backend policy decides (cpu, cuda)")
     passes_parser.set_defaults(handler=passes_command)
+
+    lines_parser = sub.add_parser("lines", help="line counts: the core path against its budget, the backend, "
+                                  "each extension, the tools", description=linecount.__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    lines_parser.set_defaults(handler=linecount.main)
 
     exercise_parser = sub.add_parser("exercise", help="graded exercises: list | run N [--solution] | check-all",
                                      description=exercises.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
