@@ -161,7 +161,7 @@ class Config:
     ("the wrapper that allocates buffers and calls the kernels is C++, compiled (CPU: with the C++ kernels; "
      "GPU: it launches the Triton kernels through the CUDA driver), for less host time per call.")
     extensions: tuple[str, ...] | None = None
-    "The extensions (miniinductor/ext/) that run: None, every one; () the core path alone (`python -m miniinductor passes`)."
+    "The extensions (miniinductor/ext/) that run: None, every one; () the core path alone (python -m miniinductor passes lists them)."
 
     def __post_init__(self):
         """Every field checked against its annotation (bool: True or False only; int: an int,
