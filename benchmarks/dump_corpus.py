@@ -16,7 +16,7 @@ one side only, with the first differing line, and exits 1 if any does.
 
 Two dumps of the same tree (2026-11-28, this machine, the whole corpus: 97 graphs, 3:50
 each) differed in one file: bench_gpt2_block, where oneDNN's linear against ATen's addmm is
-chosen by timing each run (lowering/onednn.py). For a byte-identical check, dump both sides
+chosen by timing each run (ext/cpu_conv/onednn.py). For a byte-identical check, dump both sides
 with that choice fixed too (`--options '{"onednn_linear": false}'`, and compare the default
 run separately, knowing that file may move), or make the choice read a shared timing cache.
 """

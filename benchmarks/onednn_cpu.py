@@ -6,7 +6,7 @@
 For each `x [M, K] @ W.t() + b` (W a Linear's [N, K] weight): `torch.addmm(b, x, W.t())` (what
 eager's Linear calls: MKL on x86) and `torch.ops.mkldnn._linear_pointwise(x, W, b, "none")`,
 µs a call, the median of 9 rounds of ~50 ms, interleaved; and the largest difference between
-their results. This is what lowering/onednn.py times per shape at compile time (it takes
+their results. This is what ext/cpu_conv/onednn.py times per shape at compile time (it takes
 oneDNN where it is at least 5% faster); the table shows where the line falls on a machine.
 """
 from __future__ import annotations

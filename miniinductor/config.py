@@ -146,7 +146,7 @@ class Config:
     layout_optimization: bool = True
     "Inference graphs, C++ kernels or the GPU: 2-D convolutions take their input channels-last, which oneDNN and cuDNN run faster."
     winograd: bool = True
-    "C++ backend, inference: 3x3 stride-1 float32 convolutions by Winograd F(2x2, 3x3) (runtime/winograd.py: 2.25x fewer multiplies)."
+    "C++ backend, inference: 3x3 stride-1 float32 convolutions by Winograd F(2x2, 3x3) (ext/cpu_conv/winograd_kernel.py: 2.25x fewer multiplies)."
     onednn_linear: bool = True
     "C++ backend: float32 Linear-shaped matmuls (and a GELU after one) through oneDNN where compile-time timing finds it faster than ATen's BLAS."
     parallel_min_numel: int = 32768

@@ -9,8 +9,9 @@ object, or None when it changed `obj` in place. `enabled(ctx)` is the pass's own
 `python -m miniinductor passes` prints what runs under given options.
 
 Extensions (miniinductor/ext/) add passes here, and entries to the tables the core reads:
-`KERNEL_KINDS` (which kernel class writes a fused group) and `POLICY_PATCHES` (what an
-extension changes in the backend policy). The core never imports an extension.
+`KERNEL_KINDS` (which kernel class writes a fused group), `POLICY_PATCHES` (what an
+extension changes in the backend policy) and `EXTERN_LAYOUTS` (the layout an extern op needs
+of its arguments). The core never imports an extension.
 
 Mirrors the pass lists spread through `torch/_inductor` (`compile_fx.py`,
 `fx_passes/{joint_graph,post_grad}.py`, `scheduler.py`), which Inductor calls by name from
@@ -99,6 +100,9 @@ PASSES: list[Pass] = []
 KERNEL_KINDS: dict[str, list] = {}
 #: [(extension, patch(policy, config, device) -> {field: value})], applied by policy_for
 POLICY_PATCHES: list = []
+#: [(extension, constrain(graph, fx node, args) -> (args, output strides or None: the meta's),
+#: or None: not its op)], asked in turn by lowering/graph.py's fallback for each extern op
+EXTERN_LAYOUTS: list = []
 
 
 def register(p: Pass, *, before: str | None = None, after: str | None = None) -> Pass:

@@ -396,3 +396,17 @@ def check_training_step(module, compiled, x, grad_out, rtol=1e-4, atol=1e-4):
     for name, p in module.named_parameters():
         torch.testing.assert_close(grads[name], p.grad, rtol=rtol, atol=atol, msg=name)
     return out
+
+
+def extension_on(name: str) -> bool:
+    """Whether the extension `name` (miniinductor/ext/) runs under MINIINDUCTOR_TEST_OPTIONS:
+    every one does unless its `extensions` (or `preset`: "core") leaves `name` out."""
+    if not USING_MINIINDUCTOR:
+        return True
+    from miniinductor.config import Config
+    return Config.build(options=dict(TEST_OPTIONS)).uses(name)
+
+
+def skip_unless_extension(name: str):
+    """A `pytestmark` for the tests of extension `name`: skipped while it is off."""
+    return pytest.mark.skipif(not extension_on(name), reason=f"the {name} extension is off (MINIINDUCTOR_TEST_OPTIONS)")

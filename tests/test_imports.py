@@ -141,3 +141,10 @@ def test_the_core_never_imports_an_extension():
     bad = [f"{a} → {b}" for a, b in import_graph().edges
            if b.split(".")[0] == "ext" and a.split(".")[0] != "ext" and a != ""]
     assert not bad, bad
+
+
+def test_an_extension_imports_no_other_extension():
+    """ext/<name> imports the core alone, so that each extension can be left out by itself."""
+    bad = [f"{a} → {b}" for a, b in import_graph().edges
+           if a.startswith("ext.") and b.startswith("ext.") and a.split(".")[1] != b.split(".")[1]]
+    assert not bad, bad

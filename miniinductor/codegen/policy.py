@@ -21,7 +21,7 @@ phase compares backend strings.
                           own (`tile_split`), so it stays out of combo kernels; C++ tiles its
                           loops inside the kernel (codegen/cpp_loops.py)
     channels_last_conv    an inference graph's 2-D convolutions take their input channels-last
-                          (lowering/layout.py): C++ (oneDNN runs them faster) and GPU graphs
+                          (ext/layout): C++ (oneDNN runs them faster) and GPU graphs
                           (cuDNN's NHWC kernels: its NCHW path reorders inside every call);
                           not `cpu_backend="triton"` (the CPU's convolution, Triton's kernels:
                           nothing to gain in CI's interpreter)

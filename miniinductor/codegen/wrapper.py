@@ -10,7 +10,7 @@ each size symbol from the inputs (`s0 = arg0_1.size(0)`, as Inductor's wrapper d
 sizes allocations and views with it; C++ kernels get the symbols as `c_int64(s0)`.
 
 Simplified: buffers are plain torch tensors and kernels get raw pointers through ctypes;
-no AOT packaging. `cpp_wrapper=True` writes the same steps in C++ (cpp_wrapper.py, a
+no AOT packaging. `cpp_wrapper=True` writes the same steps in C++ (ext/cpp_wrapper/codegen.py, a
 subclass that overrides how each step is written: `_kernel_lines`, `_extern_lines`, `_alloc`).
 """
 from __future__ import annotations

@@ -18,9 +18,10 @@ Triton kernels, codegen/policy.py) is read from every node's
 device="cuda") * 2`). Inductor tracks `device_types` the same way and can mix devices in
 one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
 
-Layout optimisation (`self.layout_opt`, lowering/layout.py, Inductor's `decide_layout_opt`): in
-an inference graph with C++ kernels, 2-D convolutions take their input channels-last, and
-`fallback` gives their ExternKernel channels-last strides instead of the meta's.
+Layout optimisation (`self.layout_opt`, set from the `layout` extension's decision, Inductor's
+`decide_layout_opt`): in an inference graph with C++ kernels, 2-D convolutions take their input
+channels-last, and `fallback` gives their ExternKernel channels-last strides instead of the
+meta's -- through `passes.EXTERN_LAYOUTS`, where extensions say what layout an extern op needs.
 
 Realization (when a value stops being inlined and becomes a buffer) is one named step,
 `realize_where_demanded`, which compile_fx's pass list names: it runs on each node's value
@@ -64,18 +65,19 @@ from ..ir.nodes import (
 )
 from ..ir.sizevars import SizeVarAllocator, SymbolicUnsupported, as_expr, as_exprs, shape_env_of
 from ..ops_handler import RecordingHandler
+from ..passes import EXTERN_LAYOUTS
 from ..virtualized import V
-from .layout import constrain_extern, eager_view, read_by_as_strided, same_strides, storable_stride
 from .registry import find_lowering
+from .strides import eager_view, read_by_as_strided, same_strides, storable_stride
 
 log = logging.getLogger("miniinductor")
 
 #: ops that every compiler leaves to a library (matmul, convolution, sorting...):
-#: falling back on them is the plan, so they are logged quietly.
+#: falling back on them is the plan, so they are logged quietly (extensions add their ops)
 EXTERN_BY_DESIGN = {
     "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward", "native_dropout", "rand", "randn",
-    "bernoulli", "convolution_backward", "scatter_add", "index_put", "_linear_pointwise", "winograd_conv3x3",
+    "bernoulli", "convolution_backward", "scatter_add", "index_put",
 }
 _logged_ops: set[str] = set()
 #: ops that cost far more than an add; on the CPU a value computed with one and read twice
@@ -146,7 +148,7 @@ class GraphLowering(torch.fx.Interpreter):
         self._node: torch.fx.Node | None = None
         self._device = graph_device(gm, example_inputs)
         self.policy = policy or policy_for(self._device, config)   # what is backend-specific
-        self.layout_opt = False   # channels-last convolutions: compile_fx.lower decides (layout.py)
+        self.layout_opt = False   # channels-last convolutions: the layout extension decides (ext/layout)
         self._by_name: dict[str, Buffer] = {}
         self.sizevars = SizeVarAllocator(shape_env_of(example_inputs, gm))   # sizes: ints or of s0, s1, u0...
         self.unbacked_bindings: dict[str, list] = {}   # extern buffer → [(u0, ".size(0)")]: bound after it runs
@@ -377,7 +379,7 @@ class GraphLowering(torch.fx.Interpreter):
             quiet = op_name in EXTERN_BY_DESIGN or self.config.fallback_all or str(target) in self.config.fallback_ops
             level = logging.INFO if quiet else logging.WARNING
             log.log(level, "falling back to ATen for %s (%s)", target, reason)
-        args, stride = constrain_extern(self, self._node, args)   # a layout the op needs (layout.py)
+        args, stride = self._extern_layout(args)
         args = self.realize_for_extern(args)
         kwargs = {k: self.realize_for_extern(v) for k, v in kwargs.items()}
         meta = self._node.meta.get("val")
@@ -397,6 +399,14 @@ class GraphLowering(torch.fx.Interpreter):
             return tuple(self.register_buffer(MultiOutput(None, layout_of(t), kernel, i))
                          if isinstance(t, torch.Tensor) else None for i, t in enumerate(meta))
         return None
+
+    def _extern_layout(self, args) -> tuple[list, list | None]:
+        """(the args the current extern op gets, its output's strides, None: the meta's): the
+        first answer of an enabled extension's `EXTERN_LAYOUTS` entry, else as they are."""
+        for extension, constrain in EXTERN_LAYOUTS:
+            if self.config.uses(extension) and (found := constrain(self, self._node, args)) is not None:
+                return found
+        return list(args), None
 
     def _makes_unbacked(self) -> bool:
         """Does the current node's value have a data-dependent size its inputs do not?"""

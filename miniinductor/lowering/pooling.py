@@ -41,8 +41,8 @@ from ..ir.nodes import Pointwise, Reduction, StorageBox, contiguous_strides, str
 from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
-from .layout import channels_last_strides, same_strides
 from .registry import aten, register_lowering
+from .strides import channels_last_strides, same_strides
 
 #: largest unrolled window (Inductor's threshold): more positions fall back to ATen
 MAX_UNROLL = 25
@@ -108,7 +108,7 @@ def _box(x, dtype, inner_fn, size):
 def _realize_input(x):
     """Every output reads a window of `x`: compute it once (Inductor's `realize_hint`), in
     the memory order of what it reads where that is channels-last (a BatchNorm + ReLU after
-    a convolution of a CPU inference graph, lowering/layout.py): the pooling then reads
+    a convolution of a CPU inference graph, ext/layout): the pooling then reads
     along the channels too (`_stored_like`)."""
     if isinstance(x, StorageBox) and not x.is_realized():
         x.realize(channels_last_strides(x.get_size()) if _reads_channels_last(x) else None)

@@ -11,8 +11,8 @@ per flags and compiler (`prelude_header`, a GCC `.gch` beside the header, as Ind
 precompiled `cpp_prefix.h`): parsing it took most of a small graph's build time,
 and a cold test run builds hundreds. A compiler that cannot use the `.gch` reads the header's
 text instead: the same code, only slower. Simplified: no parallel build pool; one library per
-graph, so a graph costs one compiler run however many kernels it has. A C++ wrapper (cpp_wrapper) is
-built the same way, with libtorch's C shim headers and libraries added (`load_cpp_wrapper`).
+graph, so a graph costs one compiler run however many kernels it has. A library built against
+more (the cpp_wrapper extension's: libtorch's C shim) passes its flags and libraries (`extra`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -97,18 +96,6 @@ def _explain_failure(stderr: str) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=None)
-def libtorch_flags(cuda: bool = False) -> tuple[list[str], list[str]]:
-    """(flags, libraries) for a C++ wrapper: the headers of libtorch's C shim and Python's,
-    and the libraries that define the shim (the ones this process already loaded; a GPU
-    graph's wrapper also libtorch_cuda, where the shim's CUDA functions are)."""
-    from torch.utils.cpp_extension import include_paths, library_paths
-    libdir = library_paths()[0]
-    cuda_libs = ["-ltorch_cuda"] if cuda and (Path(libdir) / "libtorch_cuda.so").exists() else []
-    return ([f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"],
-            [f"-L{libdir}", f"-Wl,-rpath,{libdir}", "-ltorch_cpu", "-lc10", *cuda_libs])
-
-
 def prelude_header(cxx: str, flags: list[str]) -> Path:
     """cpp_prelude.h in the cache, precompiled beside it for `flags` (built once, atomically:
     the header first, then its `.gch`); the caller compiles with `-include` this path."""
@@ -137,15 +124,15 @@ def _prelude_header(cxx: str, flags: tuple[str, ...], cache: Path) -> Path:
     return header
 
 
-def build(source: str, cxx: str | None = None, libtorch: bool = False, cuda: bool = False) -> Path:
+def build(source: str, cxx: str | None = None, extra: tuple[list, list] | None = None) -> Path:
     """Compile `source` (prelude prepended) to a shared library; return its path.
-    libtorch=True: against libtorch's C shim (a C++ wrapper; cuda=True: a GPU graph's)."""
+    `extra`: (flags, libraries) added, as a C++ wrapper's against libtorch."""
     cxx = cxx or os.environ.get("CXX", "g++")
     full = PRELUDE + "\n" + source
     defines, libs = vector_math_flags()
     flags = FLAGS + vector_width_flags() + defines
-    if libtorch:
-        flags, libs = flags + libtorch_flags(cuda)[0], libs + libtorch_flags(cuda)[1]
+    if extra:
+        flags, libs = flags + extra[0], libs + extra[1]
     key = hashlib.sha256("\0".join([full, " ".join(flags + libs), compiler_version(cxx)]).encode()).hexdigest()[:32]
     folder = cache_dir() / key[:2]
     folder.mkdir(parents=True, exist_ok=True)
@@ -156,7 +143,7 @@ def build(source: str, cxx: str | None = None, libtorch: bool = False, cuda: boo
         src = Path(tmp) / "kernels.cpp"
         src.write_text(full)
         out = Path(tmp) / "kernels.so"
-        if libtorch:   # (libtorch's headers too: no precompiled prelude)
+        if extra:   # (other headers too: no precompiled prelude)
             command = [cxx, *flags, str(src)]
         else:
             body = Path(tmp) / "body.cpp"
@@ -189,18 +176,3 @@ def load_kernels(source: str, names: list[str] | dict[str, int], cxx: str | None
             fn.argtypes = [ctypes.c_void_p] * pointers + [ctypes.c_int64] * sizes
         kernels[name] = fn
     return kernels
-
-
-def load_cpp_wrapper(source: str, cxx: str | None = None, cuda: bool = False):
-    """Build (or fetch) a C++ wrapper's library and return it. Its `call` takes a Python list
-    (the input handles' capsules; a GPU graph's also the list of input tensors, which it
-    empties) and returns a list (the outputs'), run holding the GIL (PyDLL), so that it may
-    build Python objects and raise Python errors. A GPU graph's library also has `mi_bind`,
-    which writes a compiled Triton kernel into its launch table (runtime/triton_runtime.py,
-    `bind_launch_table`)."""
-    lib = ctypes.PyDLL(str(build(source, cxx, libtorch=True, cuda=cuda)))
-    lib.call.argtypes, lib.call.restype = [ctypes.py_object] * (2 if cuda else 1), ctypes.py_object
-    if cuda:
-        lib.mi_bind.argtypes = [ctypes.c_int, ctypes.c_void_p, *[ctypes.c_uint] * 5, ctypes.c_int64]
-        lib.mi_bind.restype = lib.mi_init.restype = ctypes.c_int
-    return lib

@@ -200,50 +200,6 @@ class Launcher:
         return unhooked and hasattr(torch._C, "_cuda_getCurrentRawStream")
 
 
-def bind_launch_table(lib, launches, device_index: int) -> str | None:
-    """Write each Triton kernel of a GPU graph into its C++ wrapper's launch table
-    (codegen/cpp_wrapper_cuda.h, `mi_bind`): the CUfunction Triton loaded on the graph's GPU,
-    the grid, warps and shared memory. `launches` are the kernels' `launch_<name>` functions,
-    in the table's order. Returns None, or why the C++ wrapper cannot launch them (then `call`
-    runs the Python wrapper; said once, here)."""
-    with torch.cuda.device(device_index):
-        why = None if lib.mi_init() else "the CUDA driver (libcuda.so.1) or the GPU's primary context was not found"
-        for row, launch in enumerate(launches if why is None else []):
-            entry = _launch_entry(launch)
-            if isinstance(entry, str):
-                why = entry
-                break
-            lib.mi_bind(row, *entry)
-    if why is not None:
-        logging.getLogger("miniinductor").info("cpp_wrapper: the Python wrapper launches this graph's kernels (%s)", why)
-    return why
-
-
-def _launch_entry(launch) -> tuple | str:
-    """`mi_bind`'s arguments after the row for one kernel's launcher, or why there are none."""
-    name = launch.__name__
-    launcher = launch.__globals__.get(f"_launcher_{name.removeprefix('launch_')}")
-    if launcher is None:   # an empty grid: nothing to launch
-        return (None, 0, 0, 0, 0, 0, 0)
-    if launcher.ints or launcher.grid3 is None:
-        return f"{name} takes sizes at run time"
-    try:
-        if launcher.compiled is None:
-            launcher.precompile()
-    except Exception as exc:  # noqa: BLE001 -- the Python wrapper's launch raises it again
-        return f"{name} did not compile ahead of its launch: {exc}"
-    if launcher.compiled is None:
-        return f"{name} was not compiled ahead of its launch"
-    md = launcher.compiled.metadata
-    needs = {"clusters": getattr(md, "num_ctas", 1) != 1, "PDL": getattr(md, "launch_pdl", False),
-             "a cooperative grid": getattr(md, "launch_cooperative_grid", False),
-             "profiler scratch memory": getattr(md, "profile_scratch_size", 0) > 0}
-    if any(needs.values()):
-        return f"{name} needs {next(k for k, v in needs.items() if v)}"
-    # (the CUfunction was loaded by precompile: `compiled.run`)
-    return (launcher.compiled.function, *launcher.grid3, md.num_warps, md.shared, getattr(md, "global_scratch_size", 0))
-
-
 def kernel_launchers(namespace: dict, name: str) -> list:
     """The `Launcher`s of kernel `name` in its module's namespace: `_launcher_<name>`, or
     max_autotune's candidates `_launchers_<name>` ([] for an empty grid)."""

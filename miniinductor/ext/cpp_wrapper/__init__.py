@@ -1,9 +1,11 @@
-"""Extension `cpp_wrapper`: the wrapper that allocates buffers and calls the kernels in C++."""
+"""Extension `cpp_wrapper`: the wrapper that allocates buffers and calls the kernels in C++
+(codegen.py writes it, with the headers prelude.h and, on the GPU, cuda.h; runtime.py builds
+and loads it)."""
 import logging
 
-from ...codegen.cpp_wrapper import CppWrapperCodeGen, CppWrapperUnsupported
 from ...config import declare_extension
 from ...passes import Pass, register
+from .codegen import CppWrapperCodeGen, CppWrapperUnsupported
 
 log = logging.getLogger("miniinductor")
 declare_extension("cpp_wrapper", "the wrapper in C++, compiled, for less host time per call", ("cpp_wrapper",))
@@ -22,5 +24,5 @@ def generate_cpp_wrapper(kernels, ctx):
 
 
 register(Pass("wrapper", "generate_cpp_wrapper", generate_cpp_wrapper, "cpp_wrapper",
-              enabled=lambda ctx: ctx.config.cpp_wrapper, doc="call(args) in C++ (codegen/cpp_wrapper.py)"),
+              enabled=lambda ctx: ctx.config.cpp_wrapper, doc="call(args) in C++ (ext/cpp_wrapper/codegen.py)"),
          before="generate_wrapper")

@@ -1,10 +1,10 @@
 """Extension `cudagraphs`: a GPU graph's launches recorded once in a CUDA graph, then replayed
-(mode="reduce-overhead")."""
+(mode="reduce-overhead"; record.py)."""
 import logging
 
 from ...config import declare_extension
 from ...passes import Pass, register
-from ...runtime.cudagraphs import cudagraphify
+from .record import cudagraphify
 
 log = logging.getLogger("miniinductor")
 declare_extension("cudagraphs", "GPU graphs recorded once as CUDA graphs and replayed", ("cudagraphs",))

@@ -1,8 +1,9 @@
 """Extension `layout`: channels-last convolutions in inference graphs (C++ and GPU), as
-Inductor's layout optimisation."""
+Inductor's layout optimisation (channels_last.py): the pass decides, the lowering of each
+convolution then takes its `EXTERN_LAYOUTS` entry."""
 from ...config import declare_extension
-from ...lowering.layout import decide_layout_opt
-from ...passes import POLICY_PATCHES, Pass, register
+from ...passes import EXTERN_LAYOUTS, POLICY_PATCHES, Pass, register
+from .channels_last import channels_last_conv, decide_layout_opt
 
 declare_extension("layout", "inference graphs' 2-D convolutions channels-last", ("layout_optimization",))
 
@@ -17,3 +18,4 @@ register(Pass("aten_graph", "decide_layout_opt", _decide, "layout",
               doc="inference: 2-D convolutions take their input channels-last"))
 POLICY_PATCHES.append(("layout", lambda policy, config, device: {
     "channels_last_conv": policy.name == "cpp" or device.type == "cuda"}))
+EXTERN_LAYOUTS.append(("layout", channels_last_conv))

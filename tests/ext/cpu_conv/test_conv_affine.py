@@ -1,5 +1,5 @@
 """A per-channel affine chain after a convolution folded into its weight and bias
-(lowering/conv_affine.py), C++ backend: outputs against eager (values and strides, via
+(ext/cpu_conv/conv_affine.py), C++ backend: outputs against eager (values and strides, via
 conftest.check), the kernels that are left, and the graphs it must leave alone.
 
 Tolerance: the folded convolution multiplies the weight by the BatchNorm scale before the
@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import TEST_OPTIONS, check, check_grads, requires_miniinductor
+from conftest import TEST_OPTIONS, check, check_grads, requires_miniinductor, skip_unless_extension
 from torch import nn
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
 
-pytestmark = requires_miniinductor
+pytestmark = [requires_miniinductor, skip_unless_extension("cpu_conv")]
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
 @pytest.fixture(autouse=True)
 def aten_convolutions(monkeypatch):
-    """The folding is read off ATen's convolution call: Winograd (tests/test_winograd.py) would
+    """The folding is read off ATen's convolution call: Winograd (test_winograd.py) would
     take the 3x3 ones, after the folding."""
     monkeypatch.setitem(TEST_OPTIONS, "winograd", False)
 

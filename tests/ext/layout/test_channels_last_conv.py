@@ -1,4 +1,4 @@
-"""Channels-last convolutions on the CPU (lowering/layout.py) and the C++ loop nests they need
+"""Channels-last convolutions on the CPU (ext/layout) and the C++ loop nests they need
 (codegen/cpp_loops.py: loops in the store's memory order, 2-D tiles for transposes).
 
 * An inference graph's 2-D convolutions take a channels-last input (a copy kernel, or a
@@ -24,17 +24,17 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, compile_fn, randn
+from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, compile_fn, randn, skip_unless_extension
 
-pytestmark = pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
-                                reason="reads the C++ wrapper and kernels of miniinductor")
+pytestmark = [pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
+                                 reason="reads the C++ wrapper and kernels of miniinductor"), skip_unless_extension("layout")]
 CONV_TOL = dict(rtol=1e-5, atol=1e-5)
 
 
 @pytest.fixture(autouse=True)
 def aten_convolutions(monkeypatch):
-    """These tests are about ATen's convolution run channels-last: Winograd (lowering/winograd.py,
-    tests/test_winograd.py) would take their 3x3 ones."""
+    """These tests are about ATen's convolution run channels-last: Winograd (ext/cpu_conv/winograd.py,
+    tests/ext/cpu_conv/test_winograd.py) would take their 3x3 ones."""
     monkeypatch.setitem(TEST_OPTIONS, "winograd", False)
 
 

@@ -1,7 +1,7 @@
 """C++ wrapper codegen (`cpp_wrapper=True`): `call` written in C++, compiled with the kernels.
 
-Mirrors `torch/_inductor/codegen/cpp_wrapper_cpu.py`. The Python wrapper (wrapper.py) pays
-the interpreter for every line of `call`: each allocation, each kernel's pointers through
+Mirrors `torch/_inductor/codegen/cpp_wrapper_cpu.py`. The Python wrapper (codegen/wrapper.py)
+pays the interpreter for every line of `call`: each allocation, each kernel's pointers through
 ctypes, each ATen call through the dispatcher's Python binding. Here the same steps, in the
 same order with the same memory plan, are one C++ function in the kernels' translation unit:
 buffers are `AtenTensorHandle`s of libtorch's C shim (`aoti_torch_empty_strided`, ...),
@@ -13,12 +13,12 @@ The boundary is Inductor's too: a thin Python `call` turns the input tensors int
 (`torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors`), calls the C++ `call` through ctypes
 (a PyDLL function taking and returning a list of capsules) and takes the outputs back
 (`alloc_tensors_by_stealing_from_void_ptrs`). Only the shim's C headers are included (not
-ATen's C++ API), so a graph still builds in about a second.
+ATen's C++ API), so a graph still builds quickly. runtime.py builds and loads the library.
 
 A GPU graph (mirroring `cpp_wrapper_gpu.py`): ATen through `aoti_torch_cuda_<op>`, and the
-Triton kernels launched from C++ through the CUDA driver (cpp_wrapper_cuda.h: a table of
-CUfunctions, grids, warps and shared memory that Python fills once from the kernels Triton
-compiled and loaded, `bind_launch_table`). The module keeps the Python wrapper, which loads
+Triton kernels launched from C++ through the CUDA driver (cuda.h: a table of CUfunctions,
+grids, warps and shared memory that Python fills once from the kernels Triton compiled and
+loaded, runtime.py's `bind_launch_table`). The module keeps the Python wrapper, which loads
 the Triton kernels and runs any call whose inputs are not 16-byte aligned (the kernels were
 compiled for aligned pointers).
 
@@ -39,13 +39,13 @@ from pathlib import Path
 import sympy
 import torch
 
-from ..ir.nodes import Buffer, MultiOutput, ReinterpretView
-from .common import IndentedBuffer
-from .memory_planning import MemoryPlan
-from .wrapper import WrapperCodeGen, extern_arg, op_path, pyrepr
+from ...codegen.common import IndentedBuffer
+from ...codegen.memory_planning import MemoryPlan
+from ...codegen.wrapper import WrapperCodeGen, extern_arg, op_path, pyrepr
+from ...ir.nodes import Buffer, MultiOutput, ReinterpretView
 
-PRELUDE = (Path(__file__).parent / "cpp_wrapper_prelude.h").read_text()
-CUDA_PRELUDE = (Path(__file__).parent / "cpp_wrapper_cuda.h").read_text()
+PRELUDE = (Path(__file__).parent / "prelude.h").read_text()
+CUDA_PRELUDE = (Path(__file__).parent / "cuda.h").read_text()
 
 
 class CppWrapperUnsupported(Exception):
@@ -357,8 +357,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
             "C++ function below; it launches the Triton kernels through the CUDA driver)",
             *python.replace("\ndef call(args):", "\ndef _python_call(args):").splitlines()[1:],
             "# ---------------------------------------------------------------- the C++ wrapper",
-            "from miniinductor.runtime.cpp_builder import load_cpp_wrapper",
-            "from miniinductor.runtime.triton_runtime import bind_launch_table",
+            "from miniinductor.ext.cpp_wrapper.runtime import bind_launch_table, load_cpp_wrapper",
             "from torch._C._aoti import alloc_tensors_by_stealing_from_void_ptrs as from_handles",
             "from torch._C._aoti import unsafe_alloc_void_ptrs_from_tensors as to_handles",
             "",
@@ -405,7 +404,7 @@ class CppWrapperCodeGen(WrapperCodeGen):
         code = IndentedBuffer()
         code.writelines([
             f"# miniinductor generated wrapper for {self.graph.name} (cpp_wrapper: `call` is the C++ function below)",
-            "from miniinductor.runtime.cpp_builder import load_cpp_wrapper",
+            "from miniinductor.ext.cpp_wrapper.runtime import load_cpp_wrapper",
             "from torch._C._aoti import alloc_tensors_by_stealing_from_void_ptrs as from_handles",
             "from torch._C._aoti import unsafe_alloc_void_ptrs_from_tensors as to_handles",
             "constants = {}  # filled by the loader with the graph's constant tensors",

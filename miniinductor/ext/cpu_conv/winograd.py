@@ -1,5 +1,5 @@
 """Winograd convolutions (C++ backend, inference): an FX pass over the ATen graph that puts
-`miniinductor::winograd_conv3x3` (runtime/winograd.py: F(2x2, 3x3), 2.25x fewer multiplies
+`miniinductor::winograd_conv3x3` (winograd_kernel.py: F(2x2, 3x3), 2.25x fewer multiplies
 than the direct convolution, the products as one MKL bmm) in place of each
 `aten.convolution` it fits:
 
@@ -7,24 +7,25 @@ than the direct convolution, the products as one MKL bmm) in place of each
     CPU; static sizes with even output height and width; at least MIN_CHANNELS channels in
     and out; an inference graph (a training graph keeps ATen's convolution, and its layouts).
 
-Lowering then gives the op a channels-last input (our transposing copy, layout.py) and reads
+Lowering then gives the op a channels-last input (our transposing copy, lowering/strides.py's
+`require_channels_last`, hooked into lowering below) and reads
 its channels-last output as it reads a convolution's: the eval BatchNorm and ReLU after it fuse
 into one kernel that writes the NCHW result.
 
 Not in Inductor, which sends every convolution to ATen (oneDNN's own Winograd kernel is not
 one ATen selects). Measured in docs/benchmarks.md ("Winograd"). Rounding differs from the
 direct convolution's by a few ulps of the sums (the transforms' adds): on randn inputs the
-error against float64 is the same size (tests/test_winograd.py).
+error against float64 is the same size (tests/ext/cpu_conv/test_winograd.py).
 """
 from __future__ import annotations
 
 import torch
 
-from ..codegen.policy import BackendPolicy
-from ..config import Config
-from ..runtime.winograd import winograd_conv3x3
-from .matmul import left_to_aten
-from .registry import aten
+from ...codegen.policy import BackendPolicy
+from ...config import Config
+from ...lowering.matmul import left_to_aten
+from ...lowering.registry import aten
+from .winograd_kernel import winograd_conv3x3
 
 #: both channel counts at least this: thinner, the bmm's [tiles, C] x [C, K] products run far
 #: below MKL's rate while the transforms cost the same per channel
@@ -53,7 +54,7 @@ def applies(conv: torch.fx.Node, config: Config) -> bool:
 
 def winograd_convolutions(gm: torch.fx.GraphModule, policy: BackendPolicy, config: Config, name: str) -> int:
     """Rewrite, in place, each convolution `applies` accepts in an inference graph (`name`, as
-    layout.py's `decide_layout_opt` reads it). Returns how many."""
+    ext/layout's `decide_layout_opt` reads it). Returns how many."""
     if policy.name != "cpp" or config.fallback_all or not config.winograd or name != "inference":
         return 0
     done = 0

@@ -1,4 +1,4 @@
-"""cpp_wrapper=True (codegen/cpp_wrapper.py): `call` generated in C++ and compiled with the
+"""cpp_wrapper=True (ext/cpp_wrapper/codegen.py): `call` generated in C++ and compiled with the
 C++ kernels. Every case is compared with eager (outputs, and gradients where it trains), and
 every graph it compiled must really have a C++ wrapper (no silent fall back to Python);
 what the C++ wrapper cannot do falls back with one log line, still correct.
@@ -15,14 +15,14 @@ import re
 
 import pytest
 import torch
-from conftest import TEST_OPTIONS, check, compile_fn, input_gradients, randn
+from conftest import TEST_OPTIONS, check, compile_fn, input_gradients, randn, skip_unless_extension
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.tools.models import MLP, GPT2Block
 
-pytestmark = pytest.mark.skipif(TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
-                                reason="the C++ wrapper calls C++ kernels")
+pytestmark = [pytest.mark.skipif(TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
+                                 reason="the C++ wrapper calls C++ kernels"), skip_unless_extension("cpp_wrapper")]
 
 C_ENTRY = 'extern "C" PyObject* call(PyObject* handles)'
 
@@ -197,7 +197,7 @@ def test_debug_accuracy_under_cpp_wrapper():
 
 # ---------------------------------------------------------------------------------- the GPU
 # A GPU graph's C++ `call` launches its Triton kernels through the CUDA driver (cuLaunchKernel,
-# codegen/cpp_wrapper_cuda.h) and calls ATen through the shim's aoti_torch_cuda_ functions.
+# ext/cpp_wrapper/cuda.h) and calls ATen through the shim's aoti_torch_cuda_ functions.
 # Same tolerances as above: the kernels are the Python wrapper's, only the launching differs.
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 GPU_ENTRY = 'extern "C" PyObject* call(PyObject* handles, PyObject* args)'
@@ -317,12 +317,12 @@ def test_gpu_cpp_wrapper_recorded_in_a_cuda_graph():
 
 
 def test_gpu_wrapper_source_builds_without_a_gpu(monkeypatch):
-    """The GPU wrapper's C++ (cpp_wrapper_cuda.h and the `call` codegen writes around it) must
+    """The GPU wrapper's C++ (cuda.h and the `call` codegen.py writes around it) must
     build on a machine without CUDA, as CI's is: a CPU graph of Triton kernels, generated as if
     for cuda:0, is compiled (not loaded: libtorch_cuda is not there to load it against)."""
     pytest.importorskip("triton")
-    from miniinductor.codegen import cpp_wrapper as cw
-    from miniinductor.runtime import cpp_builder
+    from miniinductor.ext.cpp_wrapper import codegen as cw
+    from miniinductor.ext.cpp_wrapper import runtime
     init = cw.CppWrapperCodeGen.__init__
 
     def as_gpu(self, *args, **kwargs):
@@ -331,11 +331,11 @@ def test_gpu_wrapper_source_builds_without_a_gpu(monkeypatch):
     built = []
 
     def build_only(source, cxx=None, cuda=False):
-        built.append((source, cpp_builder.build(source, cxx, libtorch=True, cuda=cuda)))
+        built.append((source, runtime.build_cpp_wrapper(source, cxx, cuda)))
         raise RuntimeError("built, not loaded")
     monkeypatch.setattr(cw.CppWrapperCodeGen, "__init__", as_gpu)
     monkeypatch.setattr(cw.CppWrapperCodeGen, "_check_device", lambda *args: None)
-    monkeypatch.setattr(cpp_builder, "load_cpp_wrapper", build_only)
+    monkeypatch.setattr(runtime, "load_cpp_wrapper", build_only)
 
     def fn(x, w, b):
         return torch.relu(torch.addmm(b, x, w) * 2).sum(1), x.sin()
@@ -379,14 +379,14 @@ def test_a_static_graph_with_an_int_input():
 
 
 def test_bind_launch_table_entries(monkeypatch, caplog):
-    """What Python writes into a GPU wrapper's launch table (runtime/triton_runtime.py), with
+    """What Python writes into a GPU wrapper's launch table (ext/cpp_wrapper/runtime.py), with
     stand-ins for the library, the launchers and Triton's compiled kernels: each kernel's
     CUfunction, grid, warps, shared memory and scratch; an empty grid's zeros; and the first
     kernel the table cannot take ends the binding with the reason, logged once."""
     import contextlib
     import types
 
-    from miniinductor.runtime import triton_runtime
+    from miniinductor.ext.cpp_wrapper import runtime
     monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
 
     class Lib:
@@ -410,12 +410,12 @@ def test_bind_launch_table_entries(monkeypatch, caplog):
     launches = [launch("k0", launcher(0xAB, (8, 2, 1))), launch("k1", None),
                 launch("k2", launcher(0xCD, (3, 1, 1), global_scratch_size=128))]
     lib = Lib()
-    assert triton_runtime.bind_launch_table(lib, launches, 0) is None
+    assert runtime.bind_launch_table(lib, launches, 0) is None
     assert lib.rows == {0: (0xAB, 8, 2, 1, 4, 1024, 0), 1: (None, 0, 0, 0, 0, 0, 0), 2: (0xCD, 3, 1, 1, 4, 1024, 128)}
     lib = Lib()
     with caplog.at_level(logging.INFO, logger="miniinductor"):
-        why = triton_runtime.bind_launch_table(lib, [launches[0], launch("k3", launcher(0xEF, (1, 1, 1), num_ctas=2)),
-                                                     launch("k4", launcher(0x12, None, ints=2))], 0)
+        why = runtime.bind_launch_table(lib, [launches[0], launch("k3", launcher(0xEF, (1, 1, 1), num_ctas=2)),
+                                              launch("k4", launcher(0x12, None, ints=2))], 0)
     assert why == "launch_k3 needs clusters" and list(lib.rows) == [0]
     assert [r.getMessage() for r in caplog.records if "cpp_wrapper:" in r.getMessage()] == [
         "cpp_wrapper: the Python wrapper launches this graph's kernels (launch_k3 needs clusters)"]

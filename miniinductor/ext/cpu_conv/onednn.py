@@ -5,10 +5,9 @@ ATen's BLAS call -- timed once per problem at compile time, the answer kept on d
 Eager's `addmm` on the CPU calls the BLAS PyTorch was built with (MKL on x86); oneDNN's
 matmul is PyTorch's other CPU GEMM, with the bias and an activation applied to each tile of
 the result while it is still in cache (its "post-ops"). Which is faster depends on the
-machine and the shape: on a 2-core AMD EPYC (AVX-512) the MLP of benchmarks/bench_cpu.py
-(`[256, 512] -> 2048 -> 512`, GELU) was markedly faster as two oneDNN calls with the GELU
-fused than as two `addmm` and a `gelu`; 512 x 256 x 768 slightly faster; but a single row
-(`[1, 256] @ [256, 256]`) was slower in oneDNN than in `addmm` (its per-call cost). So the
+machine and the shape: a Linear + GELU MLP of benchmarks/bench_cpu.py ran faster as oneDNN
+calls with the GELU fused than as `addmm` and a `gelu`, a mid-sized matmul about as fast
+either way, and a single row slower in oneDNN (its per-call cost; docs/benchmarks.md). So the
 choice is timed, as max_autotune times its choices on the GPU: both candidates run on random
 operands of the node's shapes and strides, interleaved, five rounds each; oneDNN is taken
 when its best round is at least `MARGIN` faster. The table goes to the `autotune` log and the
@@ -25,7 +24,7 @@ its activation into the same op under freezing, with the weight prepacked; ours 
 freezing (the weight is read as it is) and decides by timing, not by a rule. Left out:
 prepacked weights, bfloat16/float16, batched matmuls, relu (it stays a C++ kernel in place:
 oneDNN's relu post-op turns a NaN into 0 where eager's keeps it, measured; its GELU and no
-post-op keep NaN and inf where eager's do, tests/test_onednn.py),
+post-op keep NaN and inf where eager's do, tests/ext/cpu_conv/test_onednn.py),
 and the C++ wrapper (its calls go through AOTInductor's ATen shim, which has no oneDNN op).
 Where a matmul is a single row our own reduction kernel computes it (lowering/matmul.py,
 `vector_matrix`): those are left alone. Only a Linear's own operands are candidates: a
@@ -42,23 +41,22 @@ import time
 
 import torch
 
-from ..codegen.policy import BackendPolicy
-from ..config import Config
-from ..logs import get_logger
-from ..runtime.triton_runtime import AutotuneCache
-from .matmul import left_to_aten
-from .registry import aten
+from ...codegen.policy import BackendPolicy
+from ...config import Config
+from ...logs import get_logger
+from ...lowering.matmul import left_to_aten
+from ...lowering.registry import aten
+from ...runtime.triton_runtime import AutotuneCache
 
 log = get_logger("autotune")
 
 #: oneDNN must be at least this much faster (its best round against ATen's) to be taken:
 #: a 2-core machine's round-to-round noise is a few per cent
 MARGIN = 0.95
-#: smaller problems (M * K * N multiply-adds) stay ATen's untimed: oneDNN's per-call cost
-#: is already as long as ATen's whole call there (the EPYC above: ATen ahead at 8 x 64 x 10
-#: and 4 x 256 x 256, oneDNN at 64 x 256 x 768, 12.6M)
-#: and at 2**20 the timing was a coin toss: a two-block GPT-2 test step's 64 x 64 x 256 once
-#: went to oneDNN by noise and its peak memory rose above eager's (tests/test_memory.py)
+#: smaller problems (M * K * N multiply-adds) stay ATen's untimed: oneDNN's fixed cost a call
+#: is already as long as ATen's whole call there, and at 2**20 the timing was a coin toss: a
+#: two-block GPT-2 test step's 64 x 64 x 256 once went to oneDNN by noise and its peak memory
+#: rose above eager's (tests/test_memory.py)
 MIN_MACS = 1 << 21
 ROUNDS = 5
 ROUND_S = 2e-3   # calls per round: enough for ~2 ms

@@ -1,4 +1,4 @@
-"""Winograd F(2x2, 3x3) convolutions on the CPU (runtime/winograd.py, lowering/winograd.py).
+"""Winograd F(2x2, 3x3) convolutions on the CPU (ext/cpu_conv/winograd_kernel.py, ext/cpu_conv/winograd.py).
 
 * The op against float64: its error is of the direct convolution's size on every shape
   (channel counts that do and do not fill a vector of 16, images of one tile, a bias or none,
@@ -11,7 +11,7 @@
 Tolerance: on randn inputs (values ~1, sums of up to 9 * 128 products scaled to outputs ~1) the
 direct convolution's float32 error against float64 is 0.5-2e-6; Winograd's transforms add and
 subtract a few more terms (measured 0.3-2.1e-6), so the op is held to 3x the direct error plus
-1e-6, and compiled graphs to 1e-5 relative and absolute (test_channels_last_conv.py's CONV_TOL).
+1e-6, and compiled graphs to 1e-5 relative and absolute (tests/ext/layout/test_channels_last_conv.py's CONV_TOL).
 """
 import copy
 
@@ -19,10 +19,10 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, compile_fn, randn
+from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, compile_fn, randn, skip_unless_extension
 
-pytestmark = pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
-                                reason="miniinductor's C++ backend")
+pytestmark = [pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
+                                 reason="miniinductor's C++ backend"), skip_unless_extension("cpu_conv")]
 CONV_TOL = dict(rtol=1e-5, atol=1e-5)
 SHAPES = [(8, 64, 32, 32, 64), (2, 20, 6, 10, 33), (1, 16, 2, 2, 16), (3, 128, 14, 14, 256), (5, 17, 30, 2, 19)]
 
@@ -36,7 +36,7 @@ def errors(x, w, b, out):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("bias", [True, False])
 def test_op_against_float64(shape, bias):
-    from miniinductor.runtime.winograd import _out_like, winograd_conv3x3_out
+    from miniinductor.ext.cpu_conv.winograd_kernel import _out_like, winograd_conv3x3_out
     n, c, h, w, k = shape
     x, weight = randn(n, c, h, w), randn(k, c, 3, 3) / (3 * c ** 0.5)
     b = randn(k) if bias else None
@@ -50,7 +50,7 @@ def test_op_against_float64(shape, bias):
 def test_weight_strides_and_input_layouts():
     """A transposed view of a weight and an NCHW input (copied channels-last inside) give the
     values of a contiguous weight and a channels-last input."""
-    from miniinductor.runtime.winograd import winograd_conv3x3
+    from miniinductor.ext.cpu_conv.winograd_kernel import winograd_conv3x3
     x, weight = randn(2, 16, 8, 8), randn(3, 3, 16, 24).permute(3, 2, 0, 1)   # [24, 16, 3, 3], strided
     got = winograd_conv3x3(x, weight, None)
     want = winograd_conv3x3(x.contiguous(memory_format=torch.channels_last), weight.contiguous(), None)
@@ -63,7 +63,7 @@ def test_weight_strides_and_input_layouts():
 def test_blocks_of_tiles(monkeypatch):
     """A block of 7 tiles (4 KB of V at 8 channels...): 98 tiles in 14 blocks, the last partial.
     MKL's products per block are the same row by row, so the result is too (to a few ulps)."""
-    import miniinductor.runtime.winograd as wino
+    import miniinductor.ext.cpu_conv.winograd_kernel as wino
     x, weight, b = randn(2, 16, 14, 14), randn(24, 16, 3, 3), randn(24)
     whole = wino.winograd_conv3x3(x, weight, b)
     monkeypatch.setattr(wino, "BLOCK_BYTES", 16 * 4 * 24 * 7)
@@ -72,7 +72,7 @@ def test_blocks_of_tiles(monkeypatch):
 
 
 def test_bad_input_names_the_rule():
-    from miniinductor.runtime.winograd import winograd_conv3x3
+    from miniinductor.ext.cpu_conv.winograd_kernel import winograd_conv3x3
     with pytest.raises(ValueError, match="even h, w"):
         winograd_conv3x3(randn(1, 16, 5, 6), randn(16, 16, 3, 3), None)
 

@@ -1,5 +1,5 @@
 """`torch.ops.miniinductor.winograd_conv3x3(x, w, b)`: a 3x3, stride-1, padding-1 convolution by
-Winograd F(2x2, 3x3) on the CPU (float32), the op lowering/winograd.py puts in place of ATen's.
+Winograd F(2x2, 3x3) on the CPU (float32), the op winograd.py puts in place of ATen's.
 
     V = Bt d B   each 4x4 tile d of the padded input, tiles 2 apart     [16, tiles, C]   (C++)
     U = G g Gt   each 3x3 filter g                                       [16, C, K]       (C++)
@@ -21,7 +21,7 @@ import threading
 
 import torch
 
-from .cpp_builder import load_kernels
+from ...runtime.cpp_builder import load_kernels
 
 SOURCE = r"""
 #include <cstdint>
@@ -155,17 +155,16 @@ def _kernels() -> dict:
 
 _local = threading.local()
 #: V's size for one block of tiles (and M's): transformed, multiplied and transformed back while
-#: in cache. [8, 64, 32, 32] by 64 filters: of all tiles at once (16 MB of V and M) and blocks of
-#: 2 MB, 1 MB and 128 KB (each block costs a parallel-region and bmm start-up), 2 MB was the
-#: fastest, and faster than the direct convolution (scratch `wblock*.py`)
+#: in cache. Timed on [8, 64, 32, 32] by 64 filters: blocks of this size beat all tiles at once
+#: and smaller blocks (each block pays a parallel region's and a bmm's start-up)
 BLOCK_BYTES = 2 << 20
 
 
 def _workspace(tiles: int, c: int, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """V, U and M, kept per thread and size between calls, as oneDNN keeps its scratchpads: V
     and M are 16 x tiles x channels (8 MB each for 64 channels of 8 x 32 x 32), and allocated
-    anew each call glibc handed them back to the OS and page-faulted them in again (115 to 3686
-    faults a call, the op much slower: docs/benchmarks.md, "Winograd")."""
+    anew each call glibc handed them back to the OS and page-faulted them in again, the op much
+    slower (docs/benchmarks.md, "Winograd")."""
     cache = _local.__dict__.setdefault("buffers", {})
     key = (tiles, c, k)
     if key not in cache:

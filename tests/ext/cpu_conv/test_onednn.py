@@ -1,5 +1,5 @@
 """Float32 Linear-shaped matmuls on the CPU sent to oneDNN where timed faster
-(lowering/onednn.py): outputs and gradients against eager with oneDNN forced, ATen kept
+(ext/cpu_conv/onednn.py): outputs and gradients against eager with oneDNN forced, ATen kept
 where it wins, the choice timed once per problem (then read from the cache), and which
 matmuls are never candidates.
 
@@ -15,13 +15,14 @@ import logging
 
 import pytest
 import torch
-from conftest import requires_miniinductor
+from conftest import requires_miniinductor, skip_unless_extension
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.lowering import onednn
+from miniinductor.ext.cpu_conv import onednn
 
-pytestmark = [requires_miniinductor, pytest.mark.skipif(not onednn.available(), reason="this torch has no oneDNN")]
+pytestmark = [requires_miniinductor, skip_unless_extension("cpu_conv"),
+              pytest.mark.skipif(not onednn.available(), reason="this torch has no oneDNN")]
 
 TOL = dict(rtol=1e-4, atol=1e-4)
 LINEAR_POINTWISE = "torch.ops.mkldnn._linear_pointwise.default("
@@ -169,7 +170,7 @@ def test_onednn_benchmark_runs():
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "onednn_cpu.py"
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "onednn_cpu.py"
     done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = re.findall(r"^\| (\d+) x (\d+) x (\d+) \| ([0-9.]+) \| ([0-9.]+) \| [0-9.]+ \| ([0-9.e+-]+) \|$", done.stdout, re.M)

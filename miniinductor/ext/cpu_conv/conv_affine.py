@@ -23,7 +23,7 @@ for the pass below): the pooling would otherwise store its input first.
 negatives gives 0 either way) -- so the pooling reads the convolution's output directly and the
 ReLU runs once per pooled value, inside the pooling kernel: a ResNet stem loses its pass over
 the activations (8 x 64 x 56 x 56 floats read and written). Reading the ReLU inline in every
-window position instead kept g++ from vectorising the pooling loop (many times slower).
+window position instead kept g++ from vectorising the pooling loop (far slower, measured).
 
 Simplified: convolutions not transposed, float32 only (folding rounds the weight once more: a
 relative 1e-7-ish change against eager, under every tolerance); the C++ backend only (on the
@@ -37,10 +37,10 @@ import operator
 
 import torch
 
-from ..codegen.policy import BackendPolicy
-from ..config import Config
-from .matmul import left_to_aten
-from .registry import aten
+from ...codegen.policy import BackendPolicy
+from ...config import Config
+from ...lowering.matmul import left_to_aten
+from ...lowering.registry import aten
 
 FOLDS = {aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor}
 
@@ -88,7 +88,7 @@ def _feeds_a_pool(node: torch.fx.Node) -> bool:
     folding saves a pass over the activations (the pooling would store its input first); where
     the chain ends in other pointwise work it is fused there already and folding saves only
     arithmetic on a memory-bound pass: no faster measured on conv_bn_relu of
-    benchmarks/bench_cpu.py (a small difference seen first was the benchmark's order: identical
+    benchmarks/bench_cpu.py (a 1-2% difference seen first was the benchmark's order: identical
     graphs differed as much), so it is not done."""
     users = list(node.users)
     if len(users) == 1 and users[0].target is aten.relu.default:
