@@ -396,3 +396,13 @@ def check_training_step(module, compiled, x, grad_out, rtol=1e-4, atol=1e-4):
     for name, p in module.named_parameters():
         torch.testing.assert_close(grads[name], p.grad, rtol=rtol, atol=atol, msg=name)
     return out
+
+
+# --------------------------------------------------------------------------
+# extensions
+# --------------------------------------------------------------------------
+def extension_on(name: str) -> bool:
+    """Is the extension `name` (miniinductor/ext/) on under MINIINDUCTOR_TEST_OPTIONS? Tests of
+    what one extension does skip when it is off (`{"extensions": []}`: the core path alone)."""
+    import miniinductor  # (importing it registers the extensions)
+    return miniinductor.config.Config.build(options=dict(TEST_OPTIONS)).uses(name)

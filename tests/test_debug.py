@@ -315,7 +315,7 @@ def test_decision_summary_counts_each_kind():
     "1 combo" (its reason starts with a count of its own: never "1 2 independent ..."), and
     the cycles are one kind whatever buffer they go via."""
     from miniinductor.debug.explain import decision_lines
-    from miniinductor.scheduler.combo import ComboDecision
+    from miniinductor.ext.combo.schedule import ComboDecision
     from miniinductor.scheduler.fusion import FusionDecision
     decisions = [FusionDecision(f"buf{k}", f"buf{k + 1}", True, "vertical, loops [2, 64] x [128]", 8)
                  for k in range(14)]

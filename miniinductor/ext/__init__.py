@@ -18,6 +18,7 @@ from . import (
     cudagraphs,  # noqa: F401
     freezing,  # noqa: F401
     gemm,  # noqa: F401
+    joint_graph,  # noqa: F401
     layout,  # noqa: F401
     mix_order,  # noqa: F401
 )

@@ -29,11 +29,11 @@ accumulator of one row; the launcher then combines the bands' partial rows:
 
 A column node's body runs with its loop variables swapped (its rows are our reduction
 dims and its reduction our rows), so its loads print the same index as the row nodes' and
-CSE shares them. The scheduler (fusion.py, `mix_order_problem`) only pairs groups this can
+CSE shares them. The scheduler pass (schedule.py, `mix_order_problem`) only pairs groups this can
 finish: sum/max/min column reductions into contiguous outputs, rows short enough to be
 persistent, and no data flowing between the two groups.
 
-(The launcher as printed here; the generated one goes through a `Launcher`, as in triton.py.)
+(The launcher as printed here; the generated one goes through a `Launcher`, as in codegen/triton.py.)
 
 Simplified: the partial rows are combined by one ATen reduction in the launcher (Inductor
 generates a second kernel), and the band size comes from a fixed heuristic, not autotuning.
@@ -42,15 +42,15 @@ from __future__ import annotations
 
 import torch
 
-from ..runtime.triton_runtime import cdiv, next_power_of_2
-from ..virtualized import V
-from .common import CSEVariable, compute_dtype
-from .policy import MIX_ORDER_KINDS
-from .triton import TritonKernel
-from .triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
+from ...codegen.common import CSEVariable, compute_dtype
+from ...codegen.triton import TritonKernel
+from ...codegen.triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
+from ...runtime.triton_runtime import cdiv, next_power_of_2
+from ...virtualized import V
+from .schedule import MIX_ORDER_KINDS
 
 #: bands (programs) per streaming multiprocessor of the GPU: enough to keep loads in flight
-#: (on an H100, 528 bands ran at 76% of copy bandwidth, 132 at 37-55%, for 16384 x 4096)
+#: (on an H100, for 16384 x 4096, 528 bands came much closer to copy bandwidth than 132)
 BANDS_PER_SM = 4
 #: at least this many rows in a band, so the partial rows stay small next to the input
 MIN_BAND_ROWS = 16
@@ -123,8 +123,8 @@ class MixOrderKernel(TritonKernel):
         self.partials[ptr] = (value.dtype, MIX_ORDER_KINDS[self.pending[value]], V.graph.get_dtype(name))
 
     def block_sizes(self) -> dict:
-        """Steps of STEP_NUMEL elements, 8 warps: on an H100 (16384 x 4096) this ran at 76%
-        (float32) and 58% (bfloat16) of copy bandwidth, the best or near it of 36 tried."""
+        """Steps of STEP_NUMEL elements, 8 warps: on an H100 (16384 x 4096) this was the best
+        or near it of 36 tried, in float32 and bfloat16."""
         rblock = next_power_of_2(self.rnumel)
         return {"XBLOCK": max(1, min(64, STEP_NUMEL // rblock)), "RBLOCK": rblock, "num_warps": 8}
 
