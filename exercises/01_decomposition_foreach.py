@@ -5,9 +5,9 @@ that AOTAutograd runs instead of an ATen op, recording the simpler ops they call
 
 Optimizers with `foreach=True` and `clip_grad_norm_` call ops such as
 `torch._foreach_mul(xs, ys)` or `torch._foreach_add(xs, 2.0)`: one ATen call that handles a
-whole list of tensors. miniinductor has no lowering for them. Instead its decomposition
-table (`miniinductor/capture/decompositions.py`, `foreach_decompositions`) maps every
-overload of `_foreach_<name>` to `_foreach_decomposition(per_element)`, where
+whole list of tensors. miniinductor has no lowering for them. Instead the combo extension
+adds to its decomposition table (`miniinductor/ext/combo/decompositions.py`,
+`foreach_decompositions`) every overload of `_foreach_<name>`, as `_foreach_decomposition(per_element)`, where
 `per_element` is the ATen op for one tensor (`aten.mul`, `aten.add`, ...). The result
 is a list of ordinary `mul`/`add` calls, which then lower and fuse like any pointwise op.
 (Real Inductor lowers foreach ops itself, to horizontally fused "combo kernels".)
@@ -26,7 +26,7 @@ Hints: find n from the first argument that is a list or tuple; build each call's
 with a list comprehension; keyword arguments are passed through unchanged.
 Run: python -m miniinductor exercise run 1
 """
-TARGET = "miniinductor.capture.decompositions._foreach_decomposition"
+TARGET = "miniinductor.ext.combo.decompositions._foreach_decomposition"
 
 
 def _foreach_decomposition(per_element):

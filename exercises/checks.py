@@ -78,7 +78,7 @@ def view_slice():
 # --------------------------------------------------------------------------- 04 fusion legality
 def _check_groups(graphs, what):
     for g in graphs:
-        # a combo kernel (scheduler/combo.py) runs independent groups side by side: each part has its own loops
+        # a combo kernel (ext/combo/schedule.py) runs independent groups side by side: each part has its own loops
         groups = [part for group in g.fused_groups() for part in getattr(group, "parts", [group])]
         for group in groups:
             for node in group.nodes:

@@ -5,13 +5,15 @@ graph, the loop IR, the scheduler...), `ctx` the `Context` of the graph being co
 (its config, backend policy, device, and every artifact made so far). It returns the new
 object, or None when it changed `obj` in place. `enabled(ctx)` is the pass's own switch
 (an option, the backend); a pass of an extension runs only while that extension is on
-(`Config.extensions`). The driver (compile_fx.py) is then one loop over `STAGES`, and
+(`Config.extensions`). The driver (compile_fx.py) is then one loop over `STAGES` (the
+first two run inside capture/aot.py, where AOTAutograd calls back), and
 `python -m miniinductor passes` prints what runs under given options.
 
 Extensions (miniinductor/ext/) add passes here, and entries to the tables the core reads:
 `KERNEL_KINDS` (which kernel class writes a fused group), `POLICY_PATCHES` (what an
 extension changes in the backend policy) and `EXTERN_LAYOUTS` (the layout an extern op needs
-of its arguments). The core never imports an extension.
+of its arguments); and to capture/decompositions.py's `EXTRA_DECOMPOSITIONS` (ops AOTAutograd
+decomposes while the extension is on). The core never imports an extension.
 
 Mirrors the pass lists spread through `torch/_inductor` (`compile_fx.py`,
 `fx_passes/{joint_graph,post_grad}.py`, `scheduler.py`), which Inductor calls by name from
@@ -25,6 +27,8 @@ from typing import Callable
 
 #: the stages, in the order data flows (each stage's object in brackets)
 STAGES = {
+    "capture": "the compilers AOTAutograd is handed (capture/aot.py) [inference compiler → compiler]",
+    "joint_graph": "rewrites of the joint forward+backward graph, before the partitioner [torch.fx.GraphModule]",
     "aten_graph": "rewrites of the ATen FX graph, before lowering [torch.fx.GraphModule]",
     "lowering": "ATen graph → loop IR [GraphModule → GraphLowering]",
     "loop_ir": "rewrites of the loop IR [GraphLowering]",
@@ -65,7 +69,7 @@ class PassRecord:
 
     def __str__(self):
         state = (self.change or "no change") if self.ran else "off"
-        return f"{self.stage:10s} {self.name:28s} {self.extension:11s} {state}"
+        return f"{self.stage:11s} {self.name:28s} {self.extension:11s} {state}"
 
 
 @dataclasses.dataclass
@@ -176,7 +180,7 @@ def run_stage(stage: str, obj, ctx: Context):
 
 def describe(ctx: Context) -> str:
     """Every pass in order: stage, name, extension, and whether it runs for `ctx`'s options."""
-    rows = [f"{'stage':10s} {'pass':28s} {'extension':11s} runs   what it does"]
+    rows = [f"{'stage':11s} {'pass':28s} {'extension':11s} runs   what it does"]
     for p in sorted(PASSES, key=lambda p: list(STAGES).index(p.stage)):   # stable: in order within a stage
-        rows.append(f"{p.stage:10s} {p.name:28s} {p.extension:11s} {'yes' if p.runs(ctx) else 'no ':3s}    {p.doc}")
+        rows.append(f"{p.stage:11s} {p.name:28s} {p.extension:11s} {'yes' if p.runs(ctx) else 'no ':3s}    {p.doc}")
     return "\n".join(rows)

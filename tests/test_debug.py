@@ -314,7 +314,7 @@ def test_decision_summary_counts_each_kind():
     """Past 16 decisions explain (and the demo) count them per kind: a combo kernel is
     "1 combo" (its reason starts with a count of its own: never "1 2 independent ..."), and
     the cycles are one kind whatever buffer they go via."""
-    from miniinductor.scheduler.combo import ComboDecision
+    from miniinductor.ext.combo.schedule import ComboDecision
     from miniinductor.scheduler.fusion import FusionDecision
     from miniinductor.tools.debug.explain import decision_lines
     decisions = [FusionDecision(f"buf{k}", f"buf{k + 1}", True, "vertical, loops [2, 64] x [128]", 8)

@@ -21,7 +21,7 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import check, check_grads, compile_fn, requires_miniinductor
+from conftest import check, check_grads, compile_fn, extension_on, requires_miniinductor
 
 import miniinductor.compile_fx as compile_fx
 from miniinductor.capture import aot
@@ -176,11 +176,12 @@ def saved_for_backward(graphs):
             for n in backward.graph_input_names if n in backward.graph_inputs and not n.startswith("tangents")}
 
 
+@pytest.mark.skipif(not extension_on("joint_graph"), reason="the joint_graph extension is off")
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_bfloat16_cross_entropy_backward_recomputes_from_the_logits(backend, online_min):
     """A bfloat16 log_softmax rounds its float32 result to bfloat16 and its backward upcasts it
-    again: joint_graph.py drops that round trip and puts our prepare_softmax_online on the
-    partitioner's lists, so the forward saves the logits (alive anyway) and two floats per
+    again: ext/joint_graph drops that round trip and capture/softmax.py puts our
+    prepare_softmax_online on the partitioner's lists, so the forward saves the logits (alive anyway) and two floats per
     row, not a [rows, vocab] log-softmax that the forward would have to write (as Inductor).
     Gradients: conftest's bfloat16 tolerances against eager (which rounds in between)."""
     online_min(PERSISTENT_REDUCTION_MAX + 1)   # C++ through prepare_softmax_online too; looped rows

@@ -22,7 +22,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import TEST_OPTIONS, check, check_training_step, input_gradients, metrics, randn, requires_miniinductor
+from conftest import TEST_OPTIONS, check, check_training_step, extension_on, input_gradients, metrics, randn, requires_miniinductor
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
@@ -145,10 +145,11 @@ def test_fallback_per_graph_is_logged_once(caplog, monkeypatch):
     assert metrics().specializations == 2
 
 
+@pytest.mark.skipif(not extension_on("freezing"), reason="the freezing extension is off")
 def test_freezing_pass_failure_falls_back_per_shape(caplog, monkeypatch):
     """With freezing=True, a failure inside the freezing pass itself (not only in lowering)
     on a symbolic graph is compiled once per shape, still frozen, and logged."""
-    from miniinductor.capture import freezing
+    from miniinductor.ext.freezing import freeze as freezing
     original = freezing.freeze
 
     def no_symbols(gm, example_inputs, candidates):

@@ -33,18 +33,16 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
-from miniinductor.codegen.combo import TritonComboKernel  # noqa: E402
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
-from miniinductor.codegen.triton_tiling import kernel_for_group  # noqa: E402
 from miniinductor.compile_fx import lower, removable_buffers, schedule  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.ir.nodes import ExternKernel  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
+from miniinductor.passes import KERNEL_KINDS, Context  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup  # noqa: E402
-from miniinductor.scheduler.combo import ComboGroup  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 
@@ -57,7 +55,10 @@ def _as_tuple(fn):
 
 
 def make_kernel(group, scheduler, config, setup=None) -> TritonKernel:
-    kernel = TritonComboKernel(group, config) if isinstance(group, ComboGroup) else kernel_for_group(group, config)
+    """The Triton kernel of the first kernel kind that takes `group` (passes.KERNEL_KINDS:
+    the mix-order and combo extensions' before the core's), whatever the device."""
+    ctx = Context(config, None, None)
+    kernel = next(k for _, _, make in KERNEL_KINDS["triton"] if (k := make(group, ctx)) is not None)
     kernel.removed = removable_buffers(group, scheduler, kernel)   # as compile_fx decides them
     for part in getattr(kernel, "subkernels", [kernel]) if setup is not None else ():
         setup(part)

@@ -205,7 +205,7 @@ def case_optimizer_adamw():
 
 def case_foreach_ops():
     """Every foreach overload we decompose (capture/decompositions.py), against eager."""
-    from miniinductor.capture.decompositions import foreach_decompositions
+    from miniinductor.ext.combo.decompositions import foreach_decompositions
     stats = Stats()
     xs = [torch.randn(5), torch.randn(3, 4), torch.randn(2, 3, 2)]
     ys, zs = ([torch.rand_like(x) + 0.5 for x in xs] for _ in range(2))   # positive: sqrt, pow, div

@@ -23,9 +23,9 @@
 #
 # Files: `miniinductor/codegen/triton.py` (TritonKernel, tile_split),
 # `miniinductor/codegen/triton_overrides.py` (TritonOverrides: the text of each op),
-# `miniinductor/codegen/triton_mix_order.py` (MixOrderKernel, section 6),
-# `miniinductor/codegen/policy.py` (the backend policy: block-size heuristics, split and
-# mix-order rules), `miniinductor/runtime/triton_runtime.py` (helpers, the module loader
+# `miniinductor/ext/mix_order/` (the mix-order extension: MixOrderKernel, section 6),
+# `miniinductor/codegen/policy.py` (the backend policy: block-size heuristics, split
+# rules), `miniinductor/runtime/triton_runtime.py` (helpers, the module loader
 # and the interpreter's libdevice), `miniinductor/compile_fx.py` (`generate_kernel`),
 # `miniinductor/codegen/wrapper.py`.
 #
@@ -174,8 +174,9 @@ print(wrapper[wrapper.index("def call"):].strip())
 # (A few earlier decisions read the policy too: an `addmm` is split for Triton, a mix-order
 # pair (section 6) is Triton-only, and only C++ kernels store a twice-read transcendental
 # value rather than recompute it.) `generate_kernel(group, ...)` then
-# builds a `CppKernel` or a Triton kernel (`kernel_for_group(group)` in
-# codegen/triton_tiling.py picks a plain, tiled or mix-order one). Both are **ops handlers**
+# builds a `CppKernel` or a Triton kernel (the first kernel kind in `passes.KERNEL_KINDS`
+# that takes the group: the extensions' mix-order and combo kernels, then
+# `kernel_for_group(group)` in codegen/triton_tiling.py, which picks a plain or tiled one). Both are **ops handlers**
 # (tutorial 3): each node's `inner_fn` runs under the kernel, and every `ops.load`,
 # `ops.add`... writes one line of C++ or of Triton. Only the spelling of each op differs;
 # `TritonOverrides` holds Triton's:
@@ -414,10 +415,11 @@ assert "pointwise: xnumel=60" in only_kernel(small_tr)
 # crosses memory twice: `2MN` floats read. On the GPU that capped this pair at 47% of
 # copy bandwidth.
 #
-# `Scheduler.fuse_mix_order` pairs them anyway, and `MixOrderKernel`
-# (`codegen/triton_mix_order.py`) generates one kernel in which each program takes a
-# **band** of rows: every row is reduced whole, as in section 3, while the band's column
-# partials are folded into an accumulator of one row (`tl.reduce(..., 0, ...)`). Each
+# The mix-order extension's pass `fuse_mix_order` (`ext/mix_order/schedule.py`) pairs them
+# anyway, and its `MixOrderKernel` (`ext/mix_order/kernel.py`) generates one kernel in
+# which each program takes a **band** of rows: every row is reduced whole, as in section 3,
+# while the band's column partials are folded into an accumulator of one row
+# (`tl.reduce(..., 0, ...)`). Each
 # program stores its partial row; the launcher combines the bands' partial rows with one
 # small ATen reduction. Reads: `MN` floats, plus `bands x N` partials.
 #

@@ -1,5 +1,5 @@
 """Reference solution of exercise 01 (decomposition of foreach ops)."""
-TARGET = "miniinductor.capture.decompositions._foreach_decomposition"
+TARGET = "miniinductor.ext.combo.decompositions._foreach_decomposition"
 
 
 def _foreach_decomposition(per_element):

@@ -33,16 +33,19 @@ statistics) ends with `aten.copy_(input, new_value)`, which lowering stores stra
 input's memory (`GraphLowering.mutate_input`). Without it AOTAutograd returned the new values
 and copied them back outside our code: one `aten::copy_` per mutated input per call.
 
-Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
+One option acts here, `autocast_enabled`: the trace runs under `torch.autocast`, so the
 ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
 compiled code does what eager does under autocast, without autocast being on at run time.
-`freezing`: the inference graph goes through freezing.py before it is compiled.
+
+Extensions act here through two stages of passes.py, run with a Context of this capture
+(config, the inputs' device, no backend policy yet): `capture` may wrap the inference
+compiler (ext/freezing freezes the graph before compiling it), and `joint_graph` rewrites
+the joint graph before the partitioner splits it (ext/joint_graph).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import logging
 import operator
 
 import torch
@@ -52,13 +55,11 @@ from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from ..config import Config
 from ..ir.sizevars import SymbolicUnsupported
+from ..passes import Context, run_stage
 from .decompositions import decomposition_table
-from .freezing import compile_frozen, frozen_candidates
-from .joint_graph import partitioner_knows_our_ops, remove_pointless_converts, sum_of_one_hot
+from .softmax import partitioner_knows_our_ops
 from .specialize import PerShape, Specializer, _compile_id, has_symbolic_inputs
 from .specialize import log as dynamic_log
-
-log = logging.getLogger("miniinductor")
 
 
 def capture(gm, example_inputs, config: Config, compile_fx_inner):
@@ -91,25 +92,20 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
         compile_._is_wrapped_bw_compiler = True
         return compile_
     training = _needs_grad(gm, example_inputs)
+    ctx = Context(config, None, _device(example_inputs), example_inputs=example_inputs, gm=gm)
+    ctx.facts.update(training=training, flattened=flattened)
     inference = compiler("inference")
-    freezing = config.freezing and config.uses("freezing")
-    if freezing and training:
-        _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
-    elif freezing and flattened:
-        # compiled autograd's backward runs without grad mode, but its parameters change every step
-        _say_once("freezing: compiled autograd's backward graph keeps its parameters as inputs")
-    elif freezing:
-        inference = functools.partial(compile_frozen, inner=inference,
-                                      candidates=frozen_candidates(gm, example_inputs))
-        if symbolic:   # a failure in the freezing pass itself falls back per shape too
-            inference = functools.partial(_symbolic, inference)
-        inference._is_wrapped_bw_compiler = True
+    wrapped = run_stage("capture", inference, ctx)
+    if wrapped is not inference:
+        if symbolic:   # a failure in a capture pass's own work (freezing) falls back per shape too
+            wrapped = functools.partial(_symbolic, wrapped)
+        wrapped._is_wrapped_bw_compiler = True
     with _autocast(config, example_inputs):
         return aot_autograd(
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
-            inference_compiler=inference, decompositions=decomposition_table(
-                training=training, online_softmax=_triton_kernels(config, example_inputs)),
-            partition_fn=partition, keep_inference_input_mutations=True,
+            inference_compiler=wrapped, decompositions=decomposition_table(
+                training=training, online_softmax=_triton_kernels(config, example_inputs), extensions=config.extensions),
+            partition_fn=functools.partial(partition, ctx=ctx), keep_inference_input_mutations=True,
         )(gm, example_inputs)
 
 
@@ -119,13 +115,15 @@ def _triton_kernels(config: Config, example_inputs) -> bool:
         isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
 
 
-def partition(joint_module, joint_inputs, **kwargs):
-    """The joint graph's passes (joint_graph.py), then Inductor's partitioner; then each
-    activation the backward takes is labelled with the forward value whose memory it is (`node.meta["saved_storage"]`: (name, bytes), or None for
-    a view of a forward input, a parameter's transpose), for the memory plan
-    (memory_planning.freeable_inputs): a view is freed only with the last tensor of its storage."""
-    if remove_pointless_converts(joint_module.graph, kwargs["num_fwd_outputs"]) + sum_of_one_hot(joint_module.graph):
-        joint_module.recompile()
+def partition(joint_module, joint_inputs, *, ctx: Context, **kwargs):
+    """The joint graph's passes (passes.py's `joint_graph` stage; ctx.facts["num_fwd_outputs"]
+    counts the forward's outputs), then Inductor's partitioner; then each activation the
+    backward takes is labelled with the forward value whose memory it is
+    (`node.meta["saved_storage"]`: (name, bytes), or None for a view of a forward input, a
+    parameter's transpose), for the memory plan (memory_planning.freeable_inputs): a view is
+    freed only with the last tensor of its storage."""
+    ctx.facts["num_fwd_outputs"] = kwargs["num_fwd_outputs"]
+    joint_module = run_stage("joint_graph", joint_module, ctx)
     with partitioner_knows_our_ops():
         fw_module, bw_module = min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
     forward = {n.name: n for n in fw_module.graph.nodes}
@@ -151,17 +149,16 @@ def _views_first_arg(node) -> bool:
     return getattr(node.target, "is_view", False) or node.target is torch.ops.aten._unsafe_view.default
 
 
+def _device(example_inputs) -> torch.device:
+    """The first tensor input's device (the CPU when there are no tensor inputs)."""
+    return next((x.device for x in example_inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
+
+
 def _autocast(config: Config, example_inputs):
-    """torch.autocast for the inputs' device (the CPU when there are no tensor inputs)."""
+    """torch.autocast for the inputs' device."""
     if not config.autocast_enabled:
         return contextlib.nullcontext()
-    device = next((x.device.type for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
-    return torch.autocast(device, dtype=getattr(torch, config.autocast_dtype))
-
-
-@functools.lru_cache(maxsize=None)
-def _say_once(message: str):
-    log.warning(message)
+    return torch.autocast(_device(example_inputs).type, dtype=getattr(torch, config.autocast_dtype))
 
 
 @functools.lru_cache(maxsize=None)

@@ -13,8 +13,9 @@ reductions that fuse into few kernels, where the ATen kernel would be one opaque
 How it differs from Inductor's table, every difference with its reason:
   - core ATen decompositions Inductor drops and we keep: KEPT_THOUGH_INDUCTOR_EXCLUDES;
   - the ones we drop: NOT_DECOMPOSED (Inductor drops the SDPA one too);
-  - ours only: EXTRA (Inductor has most of them in its own list), FOREACH (Inductor lowers
-    foreach ops to combo kernels instead), softmax through prepare_softmax_online (softmax.py);
+  - ours only: EXTRA (Inductor has most of them in its own list), the foreach ops while
+    ext/combo is on (EXTRA_DECOMPOSITIONS; Inductor lowers foreach ops to combo kernels
+    instead), softmax through prepare_softmax_online (softmax.py);
   - Inductor's own rewrites (`mm`/`bmm`/`addmm` of tiny or vector shapes as pointwise
     arithmetic, `cat` of one tensor, quantized ops, `_to_copy`, `full`, ...): we lower those
     ops as they are or call ATen, so a reader meets them once, in lowering/.
@@ -94,51 +95,22 @@ KEPT_THOUGH_INDUCTOR_EXCLUDES = {
 INFERENCE_ONLY_NOT_DECOMPOSED = [aten.gelu]
 
 
-#: foreach ops (optimizers' `foreach=True`, `clip_grad_norm_`): `_foreach_mul(xs, ys)` becomes
-#: one `mul` per list element, which decomposes further and fuses like any pointwise op.
-#: (Inductor lowers them to horizontally fused "combo kernels" instead.) name → per-element op;
-#: every overload is decomposed but the ones listed in FOREACH_KEPT.
-FOREACH = {
-    "add": aten.add, "sub": aten.sub, "mul": aten.mul, "div": aten.div, "pow": aten.pow,
-    "addcmul": lambda x, a, b, value=1: aten.addcmul(x, a, b, value=value),
-    "addcdiv": lambda x, a, b, value=1: aten.addcdiv(x, a, b, value=value),
-    "lerp": aten.lerp, "sqrt": aten.sqrt, "reciprocal": aten.reciprocal, "neg": aten.neg,
-    "abs": aten.abs, "exp": aten.exp, "sign": aten.sign, "maximum": aten.maximum,
-    "clamp_min": aten.clamp_min, "clamp_max": aten.clamp_max,
-    "norm": lambda x, ord=2, dtype=None: aten.linalg_vector_norm(x, ord, dtype=dtype),
-}
-FOREACH_KEPT = {
-    "addcmul.Tensor", "addcdiv.Tensor",          # their `scalars` is one tensor of n values
-    "maximum.Scalar", "maximum.ScalarList",      # aten.maximum takes no scalar
-}
-
-
-def _foreach_decomposition(per_element):
-    def decompose(*args, **kwargs):
-        n = len(next(a for a in args if isinstance(a, (list, tuple))))
-        return [per_element(*[a[i] if isinstance(a, (list, tuple)) else a for a in args], **kwargs)
-                for i in range(n)]
-    return decompose
-
-
-def foreach_decompositions() -> dict:
-    table = {}
-    for name, per_element in FOREACH.items():
-        packet = getattr(aten, f"_foreach_{name}")
-        for overload in packet.overloads():
-            if f"{name}.{overload}" not in FOREACH_KEPT and not overload.endswith("out"):
-                table[getattr(packet, overload)] = _foreach_decomposition(per_element)
-    return table
+#: [(extension, make() -> {op: decomposition})]: what extensions add to the table, each taken
+#: while its extension is on (ext/combo: the foreach ops)
+EXTRA_DECOMPOSITIONS: list = []
 
 
 @functools.lru_cache(maxsize=None)
-def decomposition_table(training: bool = True, online_softmax: bool = True) -> dict:
-    """`online_softmax`: softmax and friends through `prepare_softmax_online` (softmax.py),
+def decomposition_table(training: bool = True, online_softmax: bool = True, extensions: tuple | None = None) -> dict:
+    """`extensions`: whose EXTRA_DECOMPOSITIONS to take (None: every one's; `Config.extensions`).
+    `online_softmax`: softmax and friends through `prepare_softmax_online` (softmax.py),
     for Triton kernels. The C++ kernels keep PyTorch's decomposition (amax, then the sum of
     `exp(x - amax)`), whose `exp` the output reads again from memory: computing it twice
     costs a CPU more than storing it (softmax went from ahead of eager to behind it, one thread)."""
     table = dict(core_aten_decompositions())
-    table.update(foreach_decompositions())
+    for extension, make in EXTRA_DECOMPOSITIONS:
+        if extensions is None or extension in extensions:
+            table.update(make())
     table.update(softmax_decompositions() if online_softmax   # _softmax, _log_softmax, logsumexp
                  else get_decompositions([aten._softmax, aten._log_softmax]))
     table.update(get_decompositions(EXTRA + ([aten.gelu] if training else [])))

@@ -18,12 +18,22 @@ row fits one block, or one *online* reduction that reads the row once.
 An all -inf row has m = -inf and s = 0 (`exp(x - m)` is taken with m replaced by 0 there, as
 torch's logsumexp masks its max; two plain reductions would give NaN for s). Softmax and
 log_softmax of such a row are NaN either way, as in eager; logsumexp is -inf.
+
+`partitioner_knows_our_ops`: the partitioner recomputes only ops on its lists of fusible and
+recomputable ops, which name Inductor's `prims.prepare_softmax_online` but not our own custom
+op (this module). Without it on the lists, the backward of a bfloat16 cross-entropy
+saved the float32 log-softmax (twice the logits' bytes) instead of the logits and two numbers
+per row. The lists are built by `torch._functorch.partitioners.get_default_op_list` on each
+call; the context manager adds our op to what it returns while our partition runs
+(capture/aot.py).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
+import torch._functorch.partitioners as partitioners
 from torch._decomp import core_aten_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
@@ -104,3 +114,23 @@ def softmax_decompositions() -> dict:
     return {aten._softmax.default: _or_core(_softmax, aten._softmax.default),
             aten._log_softmax.default: _or_core(_log_softmax, aten._log_softmax.default),
             aten.logsumexp.default: _or_core(_logsumexp, aten.logsumexp.default)}
+
+
+@contextlib.contextmanager
+def partitioner_knows_our_ops():
+    """Our custom ops on the partitioner's fusible and recomputable lists, as Inductor's are."""
+    default_op_list = getattr(partitioners, "get_default_op_list", None)
+    if default_op_list is None:   # another torch: the lists are elsewhere; only recomputation is lost
+        yield
+        return
+
+    def with_ours():
+        ops = default_op_list()
+        for name in ("recomputable_ops", "fusible_ops"):
+            getattr(ops, name).add(torch.ops.miniinductor.prepare_softmax_online)
+        return ops
+    partitioners.get_default_op_list = with_ours
+    try:
+        yield
+    finally:
+        partitioners.get_default_op_list = default_op_list

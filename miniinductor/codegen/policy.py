@@ -11,6 +11,7 @@ phase compares backend strings.
                           inline (lowering/matmul.py)
     split_reductions      Triton: long rows or long columns cut in two (`reduction_splits`)
     mix_order_reduction   Triton: a row and a column reduction of one input share a kernel
+                          (set by ext/mix_order; lowering/reductions.py leaves those unsplit)
     gemm_templates        Triton: under max_autotune, matmuls may come from GEMM templates
     persistent_reduction_max  Triton: the longest row reduced in one block
     online_softmax_min    the shortest row whose softmax max and sum of exp are one online
@@ -36,8 +37,7 @@ phase compares backend strings.
                           a GPU; the clamps and comparisons were slower than Inductor's on an H200)
 
 It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
-`tile_sizes`, `reduces_columns`), split reductions (`reduction_splits`) and which
-reductions a mix-order kernel can finish (`MIX_ORDER_KINDS`, `MIX_ORDER_MIN_ROWS`).
+`tile_sizes`, `reduces_columns`) and split reductions (`reduction_splits`).
 
 Mirrors the backend checks spread through `torch/_inductor`: `runtime/triton_heuristics.py`
 (block sizes; we do not autotune these heuristics' candidates), `ir.Reduction.num_splits`
@@ -59,10 +59,6 @@ from ..runtime.triton_runtime import cdiv, next_power_of_2
 PERSISTENT_REDUCTION_MAX = 4096
 #: elements one program handles at a time (XBLOCK * RBLOCK)
 MAX_BLOCK_NUMEL = 4096
-#: column reductions a mix-order kernel can finish (its partial rows are combined again)
-MIX_ORDER_KINDS = {"sum": "sum", "max": "amax", "min": "amin"}
-#: fewer rows than this: two plain kernels are as good
-MIX_ORDER_MIN_ROWS = 256
 #: C++: the largest K * N whose single-row product `[1, K] @ [K, N]` is our reduction kernel
 VECTOR_MATRIX_MAX = 1 << 20
 

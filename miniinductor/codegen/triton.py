@@ -77,12 +77,12 @@ covers every size (the ShapeEnv's upper bound of rnumel, e.g. T <= max_seq), ind
 int64 unless every size provably stays below 2**31 (`index_extent`), and block sizes,
 which any size is right with, come from the traced sizes (`size_hint`), as Inductor's do.
 Groups with symbolic sizes are neither split, tiled nor mix-order (their flat kernel is
-right for every size: lowering/reductions.py, triton_tiling.py, scheduler/fusion.py).
+right for every size: lowering/reductions.py, triton_tiling.py, ext/mix_order/schedule.py).
 
 Simplified: block sizes come from a small heuristic in codegen/policy.py (with
 `max_autotune`, a few are timed); reductions that would run as too few programs are split
 in two before codegen (`split_reductions`, lowering/reductions.py, by a simpler rule than
-Inductor's), and mix-order ones read their input once (triton_mix_order.py); no block
+Inductor's), and mix-order ones read their input once (ext/mix_order/kernel.py); no block
 pointers, no bounds assertions on indirect indices; size expressions are printed into the
 kernel as they are (Inductor precomputes them in the launcher as `ks0, ks1...`).
 """

@@ -1,13 +1,14 @@
-"""Which Triton kernel a fused group gets: flat, tiled (`tile_split`) or mix-order.
+"""Which Triton kernel a fused group gets: flat or tiled (`tile_split`).
 
-Mirrors the tiling choice of `torch/_inductor/codegen/simd.py` (`SIMDScheduling.select_tiling`)
-and the mix-order reduction of newer Inductor. Kept apart from triton.py so that triton.py
-and triton_mix_order.py (which subclasses TritonKernel) do not import each other.
+Mirrors the tiling choice of `torch/_inductor/codegen/simd.py` (`SIMDScheduling.select_tiling`).
+Kept apart from triton.py (the kernel class): this is the core's kernel kind for Triton
+(registered in compile_fx.py); extensions register kinds of their own ahead of it
+(ext/mix_order's MixOrderKernel, a TritonKernel subclass).
 
 Simplified: one tiling rule (a transposed access cuts the ranges in two) where Inductor
 scores candidate tilings; no 3-D tiles. With symbolic sizes a group is never tiled (its
 flat kernel is right for every size; the tile sizes and the 65535-program limit of the
-second grid dim would depend on the sizes), and never mix-order (scheduler/fusion.py).
+second grid dim would depend on the sizes), and never mix-order (ext/mix_order/schedule.py).
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from ..ir.indexing import canonical_vars
 from ..ir.sizevars import is_static
 from .common import affine_strides
 from .triton import TritonKernel
-from .triton_mix_order import MixOrderKernel
 
 
 def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
@@ -27,8 +27,6 @@ def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
     walked in the order of its store (`store_order`) where every access is then contiguous
     along the innermost dim, else a 2-D tiling of R when it reads or writes memory
     transposed (see `tile_split`)."""
-    if group.transposed:
-        return MixOrderKernel(group.kernel_name, group.R, group.Q, group.transposed, config, removed_buffers)
     if not group.Q:
         order = store_order(group)
         if order is not None and not _strided_inner(group, order):

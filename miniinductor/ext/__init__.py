@@ -20,4 +20,5 @@ from . import combo  # noqa: F401
 from . import cpp_wrapper  # noqa: F401
 from . import cudagraphs  # noqa: F401
 from . import freezing  # noqa: F401
+from . import joint_graph  # noqa: F401
 from . import cpu_fast  # noqa: F401

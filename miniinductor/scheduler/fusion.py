@@ -20,24 +20,13 @@ Two groups can share it when:
     an epilogue fused into its store (`template_problem`).
 The score is the bytes the fusion saves: each buffer one group writes and the other
 reads, or that both read, is counted once. Ties go to the pair closest in program order.
-
-Mix-order reductions (`mix_order_problem`, Inductor's `MixOrderReduction`, Triton only):
-a group that reduces each row of an [M, N] input and one that reduces each *column* of
-the same input iterate the same elements in transposed roles, so no (R, Q) fits both.
-One kernel can still read the input once: each program takes a band of rows, reduces
-every row whole, and folds the band's column partials into an [N] accumulator; the M/band
-partial rows are combined after the kernel.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 
-import torch
-
-from ..codegen.policy import MIX_ORDER_KINDS, MIX_ORDER_MIN_ROWS
 from ..ir.indexing import canonical_vars
-from ..ir.sizevars import is_static
 
 
 @dataclasses.dataclass
@@ -179,27 +168,3 @@ def shared_bytes(a, b, nbytes) -> int:
     a_touch = {d.name for n in a.nodes for d in n.reads + n.writes}
     b_reads = {d.name for n in b.nodes for d in n.reads}
     return sum(nbytes(name) for name in a_touch & b_reads)
-
-
-def mix_order_problem(row, col, persistent_max: int, min_numel: int = 0) -> str | None:
-    """Why `row` (reducing rows R x Q) and `col` (reducing columns: its R is row's Q) cannot
-    share a mix-order kernel, or None."""
-    if not (row.is_reduction and col.is_reduction) or (row.R, row.Q) != (col.Q, col.R):
-        return "not a row and a column reduction of the same rows"
-    if any(not n.is_reduction or n.node.data.reduction_type not in MIX_ORDER_KINDS for n in col.nodes):
-        return f"the column group holds more than {'/'.join(MIX_ORDER_KINDS)} reductions"
-    if any(n.node.get_dtype() == torch.bool for n in col.nodes):
-        return "the column group reduces bools"
-    if not all(map(is_static, row.R + row.Q)):
-        return "symbolic sizes (its bands and partial rows are sized at compile time)"
-    if math.prod(row.Q) > persistent_max:
-        return f"rows longer than {persistent_max} do not fit one block"
-    if math.prod(row.R) < MIX_ORDER_MIN_ROWS:
-        return f"fewer than {MIX_ORDER_MIN_ROWS} rows"
-    if math.prod(row.R) * math.prod(row.Q) < min_numel:
-        return f"fewer than mix_order_min_numel={min_numel} elements"
-    for a, b in ((row, col), (col, row)):
-        written = {d.name for n in a.nodes for d in n.writes}
-        if any(d.name in written for n in b.nodes for d in n.reads):
-            return "one reads what the other writes"
-    return None

@@ -14,9 +14,10 @@ edge the dependency graph holds like a read (`_edges`), which also orders the no
 which `compile_fx.schedule` calls in order:
   1. `dead_code_elimination` drop buffers nobody reads and nobody returns
   2. `fuse`                  rounds of pairwise fusion by score (fusion.py)
-  3. `fuse_mix_order`        a row and a column reduction of one input share a kernel
-                             (where the backend policy says so: Triton; fusion.py)
-  4. `order`                 a topological order of the groups, close to the original
+  3. `order`                 a topological order of the groups, close to the original
+Extensions add passes between them (a row and a column reduction in one group:
+ext/mix_order; independent kernels in one combo: ext/combo), through `merge`, `groups`
+and the dependency queries (`path_between`, `dependency_graph`).
 """
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ import networkx as nx
 import sympy
 
 from ..codegen.memory_planning import may_alias
-from ..codegen.policy import BackendPolicy
 from ..config import Config
 from ..ir.indexing import canonical_vars, simplify_with_ranges
 from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, MutationLayout, Reduction, TemplateBuffer
@@ -37,7 +37,6 @@ from .fusion import (
     FusionDecision,
     dependency_problem,
     fused_shape,
-    mix_order_problem,
     mutation_problem,
     read_order_problem,
     shared_bytes,
@@ -140,7 +139,6 @@ class FusedGroup:
         first = nodes[0]
         self.R = list(R if R is not None else first.outer if first.is_reduction else first.outer + first.inner)
         self.Q = list(Q if Q is not None else first.inner if first.is_reduction else [])
-        self.transposed: frozenset[str] = frozenset()  # mix-order: nodes reducing columns (R and Q swapped)
         self.kernel_name = ""
 
     @property
@@ -155,8 +153,7 @@ class FusedGroup:
 
     def __str__(self):
         loops = f"{self.R}" + (f" x reduction {self.Q}" if self.Q else "")
-        columns = f" (mix-order: {', '.join(sorted(self.transposed))} reduce columns)" if self.transposed else ""
-        return f"{self.kernel_name}: {', '.join(self.get_names())} over {loops}{columns}"
+        return f"{self.kernel_name}: {', '.join(self.get_names())} over {loops}"
 
 
 def overwritten_by(nodes, mutations: dict[str, str]) -> dict[str, list[str]]:
@@ -280,11 +277,12 @@ class Scheduler:
             fused_any = True
         return fused_any
 
-    def merge(self, a, b, R, Q) -> FusedGroup:
-        """Replace groups a and b by one group over (R, Q), its nodes in program order."""
+    def merge(self, a, b, R, Q, make=FusedGroup) -> FusedGroup:
+        """Replace groups a and b by one group over (R, Q), its nodes in program order
+        (`make`: the group's class, FusedGroup or an extension's subclass of it)."""
         if self._rank is None:
             self._rank = {id(n): k for k, n in enumerate(self.nodes)}
-        merged = FusedGroup(sorted(a.nodes + b.nodes, key=lambda n: self._rank[id(n)]), R, Q)
+        merged = make(sorted(a.nodes + b.nodes, key=lambda n: self._rank[id(n)]), R, Q)
         self.groups[self.groups.index(a)] = merged
         self.groups.remove(b)
         self.original_order[id(merged)] = min(self.original_order[id(a)], self.original_order[id(b)])
@@ -313,32 +311,6 @@ class Scheduler:
         graph.remove_nodes_from((a, b))
         graph.add_node(merged)
         graph.add_edges_from([(p, merged) for p in preds] + [(merged, s) for s in succs])
-
-    def fuse_mix_order(self, policy: BackendPolicy):
-        """Pair each row-reducing group with a column-reducing group over the same rows that
-        shares its reads (the most bytes first): one kernel then reads the input once."""
-        groups = [g for g in self.groups if isinstance(g, FusedGroup) and g.is_reduction]
-        nbytes = lambda name: self.nbytes.get(name, 0)  # noqa: E731
-        pairs = [(shared_bytes(a, b, nbytes), a, b)
-                 for i, a in enumerate(groups) for b in groups[i + 1:] if (a.R, a.Q) == (b.Q, b.R)]
-        pairs.sort(key=lambda p: -p[0])   # stable: ties stay in program order
-        taken = set()
-        for score, a, b in pairs:
-            if score == 0 or id(a) in taken or id(b) in taken:
-                continue
-            # either may be the one reducing columns: try a as the row group, then b
-            problems = [mix_order_problem(row, col, policy.persistent_reduction_max, policy.mix_order_min_numel)
-                        for row, col in ((a, b), (b, a))]
-            row, col = (a, b) if problems[0] is None or problems[1] is not None else (b, a)
-            problem = (problems[0] and problems[1]) or mutation_problem(a, b, self.overwritten, self.mutations)
-            if problem is None and (via := self.path_between(row, col)):
-                problem = f"would create a cycle via {via}"
-            self.decisions.append(FusionDecision(row.get_name(), col.get_name(), problem is None,
-                                                 problem or f"mix-order, rows {row.R} x {row.Q}", score))
-            if problem:
-                continue
-            self.merge(row, col, row.R, row.Q).transposed = frozenset(col.get_names())
-            taken |= {id(row), id(col)}
 
     def unfuse_template(self, group, reason: str) -> tuple:
         """Split a GEMM template's group into the template alone and its epilogue, a kernel of

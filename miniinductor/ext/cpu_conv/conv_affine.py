@@ -88,7 +88,7 @@ def _feeds_a_pool(node: torch.fx.Node) -> bool:
     folding saves a pass over the activations (the pooling would store its input first); where
     the chain ends in other pointwise work it is fused there already and folding saves only
     arithmetic on a memory-bound pass: no faster measured on conv_bn_relu of
-    benchmarks/bench_cpu.py (a 1-2% difference seen first was the benchmark's order: identical
+    benchmarks/bench_cpu.py (a small difference seen first was the benchmark's order: identical
     graphs differed as much), so it is not done."""
     users = list(node.users)
     if len(users) == 1 and users[0].target is aten.relu.default:

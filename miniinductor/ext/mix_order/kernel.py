@@ -29,11 +29,11 @@ accumulator of one row; the launcher then combines the bands' partial rows:
 
 A column node's body runs with its loop variables swapped (its rows are our reduction
 dims and its reduction our rows), so its loads print the same index as the row nodes' and
-CSE shares them. The scheduler (fusion.py, `mix_order_problem`) only pairs groups this can
+CSE shares them. The scheduler pass (schedule.py, `mix_order_problem`) only pairs groups this can
 finish: sum/max/min column reductions into contiguous outputs, rows short enough to be
 persistent, and no data flowing between the two groups.
 
-(The launcher as printed here; the generated one goes through a `Launcher`, as in triton.py.)
+(The launcher as printed here; the generated one goes through a `Launcher`, as in codegen/triton.py.)
 
 Simplified: the partial rows are combined by one ATen reduction in the launcher (Inductor
 generates a second kernel), and the band size comes from a fixed heuristic, not autotuning.
@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import torch
 
-from ..runtime.triton_runtime import cdiv, next_power_of_2
-from ..virtualized import V
-from .common import CSEVariable, compute_dtype
-from .policy import MIX_ORDER_KINDS
-from .triton import TritonKernel
-from .triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
+from ...codegen.common import CSEVariable, compute_dtype
+from ...codegen.triton import TritonKernel
+from ...codegen.triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
+from ...runtime.triton_runtime import cdiv, next_power_of_2
+from ...virtualized import V
+from .schedule import MIX_ORDER_KINDS
 
 #: bands (programs) per streaming multiprocessor of the GPU: enough to keep loads in flight
 #: (on an H100, for 16384 x 4096, 528 bands came much closer to copy bandwidth than 132)

@@ -1,9 +1,10 @@
-"""The `freezing` and `autocast_enabled` options (capture/freezing.py, capture/aot.py).
+"""The `freezing` extension (ext/freezing/freeze.py): for inference, parameters become
+constants and what depends on them alone is folded at compile time.
 
 Freezing must really fold (fewer graph inputs, constants holding the folded values, the
 weight's transpose and the `scale * 2` gone from the compiled graph) and still match eager
-on fresh inputs; with gradients needed it must do nothing and say so once. Autocast must
-put autocast's casts into the ATen graph and match eager run under `torch.autocast`.
+on fresh inputs; with gradients needed it must do nothing and say so once. With autocast,
+the folded weights are stored in low precision.
 
 Tolerances: float32 results use assert_close's defaults (folding runs the same ATen ops,
 only earlier). bfloat16 results use conftest's bf16 tolerance (two bf16 ulps, rtol 1.6e-2):
@@ -19,15 +20,16 @@ import re
 import pytest
 import torch
 import torch.nn as nn
-from conftest import DEFAULT_TOLERANCES, check
+from conftest import check, extension_on
+from test_autocast import BF16_TOL, aten_code, compile_once, mlp, under_autocast
 
 import miniinductor
-from miniinductor.capture import aot
 from miniinductor.compile_fx import collect_compiled
+from miniinductor.ext.freezing import freeze
 from miniinductor.tools.models import GPT2Block
 
+pytestmark = pytest.mark.skipif(not extension_on("freezing"), reason="the freezing extension is off")
 TRANSPOSE = re.compile(r"aten\.(t|permute)\.default")   # a linear's t(weight), decomposed or not
-BF16_TOL = dict(zip(("rtol", "atol"), DEFAULT_TOLERANCES[torch.bfloat16]))
 
 
 class ScaledLinear(nn.Module):
@@ -40,21 +42,6 @@ class ScaledLinear(nn.Module):
 
     def forward(self, x):                     # [N, n_in] -> [N, n_out]
         return torch.relu(self.lin(x)) * (self.scale * 2)
-
-
-def compile_once(model, x, **options):
-    """Compile and run under no_grad; (compiled callable, its one CompiledGraph)."""
-    torch._dynamo.reset()
-    compiled = miniinductor.compile(model, **options)
-    with torch.no_grad(), collect_compiled() as graphs:
-        compiled(x)
-    assert len(graphs) == 1, [g.graph.name for g in graphs]
-    return compiled, graphs[0]
-
-
-def aten_code(cg) -> str:
-    """The Python code of the ATen graph that was lowered (after freezing)."""
-    return cg.graph.module.code
 
 
 def test_freezing_folds_parameters_into_constants():
@@ -181,7 +168,7 @@ def test_freezing_folds_eval_batch_norm_into_the_convolution():
 
 
 def test_freezing_is_ignored_when_gradients_are_needed(caplog):
-    aot._say_once.cache_clear()
+    freeze._say_once.cache_clear()
     model = ScaledLinear()
     reference = copy.deepcopy(model)
     x = torch.randn(4, 16)
@@ -201,42 +188,7 @@ def test_freezing_is_ignored_when_gradients_are_needed(caplog):
     torch.testing.assert_close(model.lin.weight.grad, reference.lin.weight.grad)
 
 
-# ------------------------------------------------------------------ autocast
-def mlp():
-    return nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 16)).eval()
-
-
-def under_autocast(model, dtype=torch.bfloat16):
-    def run(x):
-        with torch.autocast("cpu", dtype=dtype):
-            return model(x)
-    return run
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_autocast_matches_eager_autocast(dtype):
-    model = mlp()
-    x = torch.randn(8, 32)
-    name = str(dtype).removeprefix("torch.")
-    compiled, cg = compile_once(model, x, autocast_enabled=True, autocast_dtype=name)
-    _, plain = compile_once(model, x)
-    # the casts are in the ATen graph: x, both weights and both biases go to low precision
-    assert aten_code(cg).count("_to_copy.default(") >= 5 and f"dtype = torch.{name}" in aten_code(cg)
-    assert "_to_copy" not in aten_code(plain)
-    with torch.no_grad():
-        out = check(under_autocast(model, dtype), torch.randn(8, 32), compiled=compiled,
-                    **(BF16_TOL if dtype == torch.bfloat16 else {}))
-    assert out.dtype == dtype          # check() also compared it with eager-autocast's dtype
-
-
-def test_autocast_through_torch_compile_options():
-    model = mlp()
-    compiled = torch.compile(model, backend="miniinductor", options={"autocast_enabled": True})
-    with torch.no_grad():
-        out = check(under_autocast(model), torch.randn(8, 32), compiled=compiled, **BF16_TOL)
-    assert out.dtype == torch.bfloat16
-
-
+# ------------------------------------------------------------------ with autocast
 def test_autocast_with_freezing_stores_weights_in_low_precision():
     model = mlp()
     x = torch.randn(8, 32)
@@ -249,20 +201,3 @@ def test_autocast_with_freezing_stores_weights_in_low_precision():
     with torch.no_grad():
         out = check(under_autocast(model), torch.randn(8, 32), compiled=compiled, **BF16_TOL)
     assert out.dtype == torch.bfloat16
-
-
-def test_autocast_with_gradients_matches_eager_autocast():
-    """The joint graph is traced under autocast too: forward and backward see its casts."""
-    model = mlp()
-    reference = copy.deepcopy(model)
-    x = torch.randn(8, 32)
-    out = miniinductor.compile(model, autocast_enabled=True)(x)
-    out.float().sum().backward()
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        ref = reference(x)
-    ref.float().sum().backward()
-    assert out.dtype == ref.dtype == torch.bfloat16
-    torch.testing.assert_close(out, ref, **BF16_TOL)
-    for p, q in zip(model.parameters(), reference.parameters()):
-        assert p.grad.dtype == q.grad.dtype == torch.float32
-        torch.testing.assert_close(p.grad, q.grad, **BF16_TOL)   # grads of bf16 matmuls

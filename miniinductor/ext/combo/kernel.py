@@ -2,7 +2,7 @@
 
 Mirrors `torch/_inductor/codegen/triton_combo_kernel.py` (ComboKernel, its sequential
 dispatch) and the C++ side of combo/foreach kernels in `codegen/cpp.py`. The scheduler
-pass (scheduler/combo.py) hands over a ComboGroup: its `parts` do not read each other's
+pass (schedule.py) hands over a ComboGroup: its `parts` do not read each other's
 buffers. Each part gets an ordinary kernel (a *sub-kernel*: CppKernel or TritonKernel);
 `codegen_node` sends every node to its part's sub-kernel, so compile_fx.generate_kernel
 treats a combo like any kernel (buffers kept in registers, decided per part up front).
@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import math
 
-from ..runtime.triton_runtime import HELPERS, cdiv
-from ..virtualized import V
-from .common import IndentedBuffer, Kernel, KernelArgs
-from .cpp import CppKernel, c_function
-from .cpp_vec import with_vector_twin
-from .triton import TritonKernel
-from .triton_program import jit_decorator
+from ...codegen.common import IndentedBuffer, Kernel, KernelArgs
+from ...codegen.cpp import CppKernel, c_function
+from ...codegen.cpp_vec import with_vector_twin
+from ...codegen.triton import TritonKernel
+from ...codegen.triton_program import jit_decorator
+from ...runtime.triton_runtime import HELPERS, cdiv
+from ...virtualized import V
 
 
 class ComboKernel:

@@ -1,4 +1,4 @@
-"""capture/joint_graph.sum_of_one_hot: the backward of a cross-entropy sums nll_loss's one-hot
+"""ext/joint_graph/rewrites.sum_of_one_hot: the backward of a cross-entropy sums nll_loss's one-hot
 gradient over each row; the rewrite replaces that pass over [rows, vocab] by the one value
 per row. Gradients against eager (a NaN output gradient included), and the row sum gone from
 the graph."""
@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import check_grads, compile_fn, requires_miniinductor
+from conftest import check_grads, compile_fn, extension_on, requires_miniinductor
 
 from miniinductor.compile_fx import collect_compiled
 
-pytestmark = requires_miniinductor
+pytestmark = [requires_miniinductor,
+              pytest.mark.skipif(not extension_on("joint_graph"), reason="the joint_graph extension is off")]
 ROWS, VOCAB = 6, 1000
 # float32 log-softmax gradients: exp and a subtraction from different (but equally exact) row
 # statistics than eager's; bfloat16 outputs are compared by conftest's bfloat16 rule

@@ -1,4 +1,5 @@
-"""Passes over the joint forward+backward graph, run before the partitioner splits it.
+"""Passes over the joint forward+backward graph, run before the partitioner splits it (the
+`joint_graph` stage of passes.py, which capture/aot.py's `partition` runs).
 
 Mirrors `torch/_inductor/fx_passes/joint_graph.py`, which runs a pattern matcher over the
 joint graph; we keep two passes that change what the partitioner saves or the backward
@@ -27,13 +28,6 @@ element (on an H100 that loop was a sizeable share of our bfloat16 backward). Va
 eager's: the sum of one product and zeros is that product. (An infinite output gradient gives
 NaN rows with or without the rewrite -- the decomposed one-hot product is `0 * inf` off the
 target -- where eager's nll_loss backward, writing only the target's element, gives inf.)
-
-`partitioner_knows_our_ops`: the partitioner recomputes only ops on its lists of fusible and
-recomputable ops, which name Inductor's `prims.prepare_softmax_online` but not our own custom
-op (capture/softmax.py). Without it on the lists, the backward of a bfloat16 cross-entropy
-saved the float32 log-softmax (twice the logits' bytes) instead of the logits and two numbers
-per row. The lists are built by `torch._functorch.partitioners.get_default_op_list` on each
-call; the context manager adds our op to what it returns while our partition runs.
 """
 from __future__ import annotations
 
@@ -41,9 +35,6 @@ import contextlib
 import functools
 
 import torch
-import torch._functorch.partitioners as partitioners
-
-from . import softmax  # noqa: F401  (registers torch.ops.miniinductor.prepare_softmax_online)
 
 aten = torch.ops.aten
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -161,23 +152,3 @@ def _call(graph: torch.fx.Graph, target, *args, **kwargs) -> torch.fx.Node:
     with torch._guards.detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)]) or contextlib.nullcontext():
         node.meta["val"] = target(*vals, **kwargs)
     return node
-
-
-@contextlib.contextmanager
-def partitioner_knows_our_ops():
-    """Our custom ops on the partitioner's fusible and recomputable lists, as Inductor's are."""
-    default_op_list = getattr(partitioners, "get_default_op_list", None)
-    if default_op_list is None:   # another torch: the lists are elsewhere; only recomputation is lost
-        yield
-        return
-
-    def with_ours():
-        ops = default_op_list()
-        for name in ("recomputable_ops", "fusible_ops"):
-            getattr(ops, name).add(torch.ops.miniinductor.prepare_softmax_online)
-        return ops
-    partitioners.get_default_op_list = with_ours
-    try:
-        yield
-    finally:
-        partitioners.get_default_op_list = default_op_list

@@ -6,7 +6,7 @@ fusion, an optimizer step over N parameters is still N kernels (one per paramete
 reads a buffer no other reads, so nothing fuses them) plus N tiny ones for the step
 counters. Those kernels do not depend on each other; one kernel can run them all, one
 part after another (C++: each part's loops in one OpenMP region) or side by side (Triton:
-the program ids split into one range per part). The code is generated in codegen/combo.py.
+the program ids split into one range per part). The code is generated in kernel.py.
 
 Which groups combine: fused groups in one *generation* of the dependency graph (the
 longest path from the graph's inputs to them has the same length; an edge always goes to
@@ -29,11 +29,11 @@ import math
 
 import networkx as nx
 
-from ..codegen.policy import BackendPolicy
-from ..codegen.triton_tiling import tile_split
-from ..ir.sizevars import is_static
-from .fusion import FusionDecision
-from .scheduler import FusedGroup
+from ...codegen.policy import BackendPolicy
+from ...codegen.triton_tiling import tile_split
+from ...ir.sizevars import is_static
+from ...scheduler.fusion import FusionDecision
+from ...scheduler.scheduler import FusedGroup
 
 #: parts per combo kernel, and buffers (kernel arguments) per combo kernel
 COMBO_MAX_PARTS, COMBO_MAX_ARGS = 32, 250
@@ -71,7 +71,7 @@ def combinable(group, policy: BackendPolicy) -> str | None:
     """Why `group` keeps its own kernel, or None."""
     if not isinstance(group, FusedGroup) or isinstance(group, ComboGroup):
         return "not a generated kernel"
-    if group.is_reduction or group.Q or group.transposed:
+    if group.is_reduction or group.Q:   # (a mix-order group is a reduction too)
         return "a reduction"
     if any(getattr(n, "is_template", False) for n in group.nodes):
         return "a GEMM template (its kernel is a tile loop of its own)"

@@ -1,4 +1,4 @@
-"""Combo kernels (scheduler/combo.py, codegen/combo.py): an optimizer step over many
+"""Combo kernels (ext/combo: schedule.py, kernel.py): an optimizer step over many
 parameters runs as a few kernels, and gives eager's numbers.
 
 Every compile here allocates its buffers poisoned (NaN, or an extreme integer), so a part
@@ -15,11 +15,14 @@ os.environ.setdefault("TRITON_INTERPRET", "1")   # before triton decorates anyth
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from conftest import extension_on  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.compile_fx import collect_compiled  # noqa: E402
+from miniinductor.ext.combo.schedule import ComboGroup  # noqa: E402
 from miniinductor.runtime import helpers  # noqa: E402
-from miniinductor.scheduler.combo import ComboGroup  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not extension_on("combo"), reason="the combo extension is off")
 
 #: float32 ops in the same order as eager's, except that our kernels compute the bias
 #: corrections (beta ** step) in float32 where eager's CPU step does them in Python floats

@@ -1,5 +1,7 @@
 """Freezing (the `freezing` option): for inference, parameters and buffers become constants
 of the ATen graph, and every op that depends on constants alone runs once, at compile time.
+`freeze_parameters` (the `capture` stage of passes.py) wraps AOTAutograd's inference
+compiler in `compile_frozen`, which freezes the graph before compiling what is left.
 
 Mirrors `torch/_inductor/freezing.py` (`freeze`, `replace_params_with_constants`) and the
 folding of `torch/_inductor/constant_folding.py`. A linear layer's `t(weight)`, a
@@ -192,6 +194,25 @@ def _replace_with_constant(gm, node, value, prefix):
     node.replace_all_uses_with(const)
     if node.op == "placeholder":   # dead call_function nodes go in eliminate_dead_code
         gm.graph.erase_node(node)
+
+
+@functools.lru_cache(maxsize=None)
+def _say_once(message: str):
+    log.warning(message)
+
+
+def freeze_parameters(inference, ctx):
+    """The `capture` pass: AOTAutograd's inference compiler `inference`, made to freeze first,
+    where the graph is an inference graph with its parameters among Dynamo's inputs."""
+    if ctx.facts["training"]:
+        _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
+    elif ctx.facts["flattened"]:
+        # compiled autograd's backward runs without grad mode, but its parameters change every step
+        _say_once("freezing: compiled autograd's backward graph keeps its parameters as inputs")
+    else:
+        return functools.partial(compile_frozen, inner=inference,
+                                 candidates=frozen_candidates(ctx.gm, ctx.example_inputs))
+    return None
 
 
 def compile_frozen(gm, example_inputs, *, inner, candidates):
