@@ -9,8 +9,10 @@ object, or None when it changed `obj` in place. `enabled(ctx)` is the pass's own
 `python -m miniinductor passes` prints what runs under given options.
 
 Extensions (miniinductor/ext/) add passes here, and entries to the tables the core reads:
-`KERNEL_KINDS` (which kernel class writes a fused group) and `POLICY_PATCHES` (what an
-extension changes in the backend policy). The core never imports an extension.
+`KERNEL_KINDS` (which kernel class writes a fused group), `POLICY_PATCHES` (what an
+extension changes in the backend policy), `MATMUL_CHOICES` (what computes a matmul, before
+ATen), `NODE_KINDS` (the scheduler node of an extension's IR buffer) and `FUSION_RULES`
+(whether and how a pair holding such a node fuses). The core never imports an extension.
 
 Mirrors the pass lists spread through `torch/_inductor` (`compile_fx.py`,
 `fx_passes/{joint_graph,post_grad}.py`, `scheduler.py`), which Inductor calls by name from
@@ -98,6 +100,14 @@ PASSES: list[Pass] = []
 KERNEL_KINDS: dict[str, list] = {}
 #: [(extension, patch(policy, config, device) -> {field: value})], applied by policy_for
 POLICY_PATCHES: list = []
+#: [(extension, choose(a, b) -> (IR buffer or None, why ATen computes it))]: asked in order by
+#: the mm/bmm/addmm lowerings (lowering/matmul.py) before they fall back to an ATen call
+MATMUL_CHOICES: list = []
+#: an extension's IR buffer class → its scheduler node class (Scheduler.create_nodes)
+NODE_KINDS: dict = {}
+#: [(extension, rule(a, b) -> None (not its pair) or ((R, Q) or why not, kind))]: asked in
+#: order by Scheduler.can_fuse before the core's rules of loop shapes
+FUSION_RULES: list = []
 
 
 def register(p: Pass, *, before: str | None = None, after: str | None = None) -> Pass:

@@ -396,3 +396,11 @@ def check_training_step(module, compiled, x, grad_out, rtol=1e-4, atol=1e-4):
     for name, p in module.named_parameters():
         torch.testing.assert_close(grads[name], p.grad, rtol=rtol, atol=atol, msg=name)
     return out
+
+
+def extension_on(name: str) -> bool:
+    """Whether extension `name` runs under MINIINDUCTOR_TEST_OPTIONS (its `extensions`, or
+    `preset: core`; neither given: every extension runs). Tests of one extension's own effect
+    skip without it: `pytestmark = pytest.mark.skipif(not extension_on("gemm"), reason=...)`."""
+    extensions = TEST_OPTIONS.get("extensions", () if TEST_OPTIONS.get("preset") == "core" else None)
+    return extensions is None or name in extensions

@@ -125,7 +125,7 @@ def test_what_works_names_real_tests():
     """Every `tests/test_x.py::test_y[case]` that docs/what_works.md cites exists (a row that
     names only a file, such as another branch's tests/test_distributed.py, is not checked)."""
     text = (ROOT / "docs" / "what_works.md").read_text()
-    cited = re.findall(r"`tests/(test_\w+\.py)::(\w+)(?:\[(\w+)\])?`", text)
+    cited = re.findall(r"`tests/((?:\w+/)*test_\w+\.py)::(\w+)(?:\[(\w+)\])?`", text)
     assert len(cited) >= 10, cited
     for file, test, case in cited:
         source = (ROOT / "tests" / file).read_text()

@@ -24,6 +24,6 @@ def test_no_test_monkeypatches_torch_modules():
     import re
     pattern = re.compile(r"monkeypatch\.setattr\(\s*[\"']?torch\.(_dynamo|_inductor|_functorch|backends)[\w.]*config\b"
                          r"|monkeypatch\.setattr\(\s*[\"']?torch\.backends\.cuda\.matmul\b")
-    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "tests").glob("*.py"))
+    offenders = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "tests").rglob("*.py"))
                  for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
     assert offenders == [], offenders
