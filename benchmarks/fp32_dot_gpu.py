@@ -11,7 +11,7 @@ TF32 off (`torch.backends.cuda.matmul.allow_tf32 = False`, eager's default), and
 both against a float64 product: max |C - C64| / max |C64| and the median relative error.
 Then inf, NaN, a near-overflow and a subnormal operand through "ieee" and "tf32x3": the
 result's inf/NaN pattern against cuBLAS's. This is the measurement behind the option
-`gemm_fp32_precision` (codegen/triton_template.py); figures in docs/benchmarks_gpu.md.
+`gemm_fp32_precision` (ext/gemm/template.py); figures in docs/benchmarks_gpu.md.
 """
 from __future__ import annotations
 

@@ -31,7 +31,8 @@ so inductor_config overrides > freezing > template.
 max_autotune's choices, with TMA loads on compute capability 9.0+ and under Triton's
 interpreter, plain loads elsewhere; never an error because of the hardware. CUTLASS in
 `max_autotune_gemm_backends` (the `cutlass` preset) is accepted but not built: one info line
-(`log_unavailable_features`), and the ATen and Triton choices run.
+(`log_unavailable_features`, from the gemm extension's FEATURE_NOTES), and the ATen and
+Triton choices run.
 """
 from __future__ import annotations
 
@@ -39,12 +40,10 @@ import ast
 import dataclasses
 import difflib
 import functools
-import importlib.util
 import inspect
 import logging
 import numbers
 import os
-import shutil
 import types
 import typing
 
@@ -85,21 +84,23 @@ def declare_extension(name: str, doc: str, options: tuple[str, ...] = ()):
     """Make `name` a valid entry of `Config.extensions`; `options` are the fields only it reads."""
     EXTENSIONS[name] = (doc, tuple(options))
 
+
+#: an extension's checks of its options' values, `check(config)` raising ValueError: run by
+#: every Config whatever `extensions` says (a bad value fails the same way on or off)
+OPTION_CHECKS: list = []
+#: [(extension, note(config))]: info lines about what `config` asks of an extension in use
+#: that is accepted but not built (log_unavailable_features)
+FEATURE_NOTES: list = []
 #: the values `autocast_dtype` takes
 AUTOCAST_DTYPES = ("bfloat16", "float16")
-#: the float32 dots a GEMM template may use with TF32 off (Triton's `input_precision`)
-GEMM_FP32_PRECISIONS = ("ieee", "tf32x3")
-#: what `max_autotune_gemm_backends` may list (comma-separated)
-GEMM_BACKENDS = ("ATEN", "TRITON", "CUTLASS")
 #: Inductor's spellings of our options (`torch._inductor.config`), accepted as the same
 ALIASES = {"triton.cudagraphs": "cudagraphs",
            "triton.enable_persistent_tma_matmul": "enable_persistent_tma_matmul"}
 #: keys of a GraphNet-style config dict that are not option names: template → a preset,
 #: inductor_config → explicit options (`mode` and `freezing` are read as usual)
 GRAPHNET_KEYS = ("template", "inductor_config")
-#: the values a str option may take (any other str option takes any str)
-CHOICES = {"cpu_backend": ("cpp", "triton"), "gemm_fp32_precision": GEMM_FP32_PRECISIONS,
-           "autocast_dtype": AUTOCAST_DTYPES}
+#: the values a str option may take (any other str option takes any str; extensions add theirs)
+CHOICES = {"cpu_backend": ("cpp", "triton"), "autocast_dtype": AUTOCAST_DTYPES}
 #: the least value of each int option (every int option has one)
 MINIMUMS = {"mix_order_min_numel": 0, "max_fusion_size": 1, "realize_reads_threshold": 0,
             "realize_opcount_threshold": 0, "parallel_min_numel": 0}
@@ -169,11 +170,8 @@ class Config:
         `X | None`: None too), so a bad value fails here, naming the option, not deep inside."""
         for name, hint in _field_types().items():
             _check_option(name, getattr(self, name), hint)
-        bad = [b for b in self.max_autotune_gemm_backends.split(",") if b not in GEMM_BACKENDS]
-        if bad:
-            raise ValueError(f"option max_autotune_gemm_backends={self.max_autotune_gemm_backends!r} lists "
-                             f"{', '.join(map(repr, bad))}: valid backends are {', '.join(GEMM_BACKENDS)}, "
-                             f"comma-separated (e.g. 'ATEN,TRITON' or 'TRITON')")
+        for check in OPTION_CHECKS:
+            check(self)
         unknown = [e for e in self.extensions or () if e not in EXTENSIONS]
         if unknown:
             raise ValueError(f"option extensions lists {', '.join(map(repr, unknown))}: valid extensions are "
@@ -213,12 +211,6 @@ class Config:
         config = cls.from_options(values)
         log_unavailable_features(config)
         return config
-
-    def gemm_backends(self) -> tuple[str, ...]:
-        """The matmul choices that exist here: CUTLASS is dropped (never built); ATen when
-        nothing else is left."""
-        backends = tuple(b for b in self.max_autotune_gemm_backends.split(",") if b != "CUTLASS")
-        return backends or ("ATEN",)
 
     @classmethod
     def from_options(cls, options: dict | None = None) -> "Config":
@@ -270,11 +262,6 @@ def _one_value(name, *values):
     return given.pop() if given else None
 
 
-def cutlass_installed() -> bool:
-    """The nvidia-cutlass package (its headers, `cutlass_library`) and nvcc, as Inductor looks for them."""
-    return importlib.util.find_spec("cutlass_library") is not None and shutil.which("nvcc") is not None
-
-
 def log_unavailable_features(config: Config):
     """One info line for each Inductor feature `config` asks for that is accepted but not built,
     and for each option set away from its default whose extension is off."""
@@ -284,14 +271,9 @@ def log_unavailable_features(config: Config):
         if changed and not config.uses(name):
             log.info("option %s ignored: extension %s is off (extensions=%s)", ", ".join(changed), name,
                      list(config.extensions))
-    if config.enable_persistent_tma_matmul and not (config.max_autotune and "TRITON" in config.gemm_backends()):
-        log.info("enable_persistent_tma_matmul ignored: it adds persistent GEMM templates to max_autotune's "
-                 "Triton choices (max_autotune=True, max_autotune_gemm_backends with TRITON)")
-    if "CUTLASS" in config.max_autotune_gemm_backends.split(","):
-        log.info("max_autotune_gemm_backends: CUTLASS choices skipped (using %s): %s",
-                 ",".join(config.gemm_backends()),
-                 "miniinductor does not build CUTLASS GEMMs" if cutlass_installed() else
-                 "CUTLASS is not installed (pip install nvidia-cutlass, and nvcc from the CUDA toolkit)")
+    for extension, note in FEATURE_NOTES:
+        if config.uses(extension):
+            note(config)
 
 
 _TYPE_WORDS = {bool: "True or False", int: "an int", str: "a str", tuple: "a tuple", type(None): "None"}

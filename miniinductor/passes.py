@@ -11,8 +11,10 @@ first two run inside capture/aot.py, where AOTAutograd calls back), and
 
 Extensions (miniinductor/ext/) add passes here, and entries to the tables the core reads:
 `KERNEL_KINDS` (which kernel class writes a fused group), `POLICY_PATCHES` (what an
-extension changes in the backend policy) and `EXTERN_LAYOUTS` (the layout an extern op needs
-of its arguments); and to capture/decompositions.py's `EXTRA_DECOMPOSITIONS` (ops AOTAutograd
+extension changes in the backend policy), `EXTERN_LAYOUTS` (the layout an extern op needs
+of its arguments), `MATMUL_CHOICES` (what computes a matmul, before ATen), `NODE_KINDS` (the
+scheduler node of an extension's IR buffer) and `FUSION_RULES` (whether and how a pair holding
+such a node fuses); and to capture/decompositions.py's `EXTRA_DECOMPOSITIONS` (ops AOTAutograd
 decomposes while the extension is on). The core never imports an extension.
 
 Mirrors the pass lists spread through `torch/_inductor` (`compile_fx.py`,
@@ -107,6 +109,14 @@ POLICY_PATCHES: list = []
 #: [(extension, constrain(graph, fx node, args) -> (args, output strides or None: the meta's),
 #: or None: not its op)], asked in turn by lowering/graph.py's fallback for each extern op
 EXTERN_LAYOUTS: list = []
+#: [(extension, choose(a, b) -> (IR buffer or None, why ATen computes it))]: asked in order by
+#: the mm/bmm/addmm lowerings (lowering/matmul.py) before they fall back to an ATen call
+MATMUL_CHOICES: list = []
+#: an extension's IR buffer class → its scheduler node class (Scheduler.create_nodes)
+NODE_KINDS: dict = {}
+#: [(extension, rule(a, b) -> None (not its pair) or ((R, Q) or why not, kind))]: asked in
+#: order by Scheduler.can_fuse before the core's rules of loop shapes
+FUSION_RULES: list = []
 
 
 def register(p: Pass, *, before: str | None = None, after: str | None = None) -> Pass:

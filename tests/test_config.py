@@ -17,6 +17,7 @@ import miniinductor
 import miniinductor.config as config_module
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.config import MODES, PRESETS, Config, list_mode_options, list_options
+from miniinductor.ext.gemm import options as gemm_options
 
 BF16_TOL = dict(zip(("rtol", "atol"), DEFAULT_TOLERANCES[torch.bfloat16]))
 
@@ -176,7 +177,7 @@ def test_graphnet_precedence():
 ])
 def test_unavailable_hardware_features_are_accepted_with_one_line(preset, backend, expected, caplog, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # as on a CPU-only machine
-    monkeypatch.setattr(config_module, "cutlass_installed", lambda: False)
+    monkeypatch.setattr(gemm_options, "cutlass_installed", lambda: False)
     model, x = Tiny().eval(), torch.randn(4, 8)
     with caplog.at_level("INFO", logger="miniinductor"):
         compiled = miniinductor.compile(model, preset=preset, cpu_backend=backend)
@@ -189,8 +190,8 @@ def test_unavailable_hardware_features_are_accepted_with_one_line(preset, backen
 
 def test_cutlass_alone_leaves_aten():
     config = Config.build(options={"max_autotune_gemm_backends": "cutlass"})
-    assert config.gemm_backends() == ("ATEN",)
-    assert Config.build(preset="cutlass").gemm_backends() == ("ATEN", "TRITON")
+    assert gemm_options.gemm_backends(config) == ("ATEN",)
+    assert gemm_options.gemm_backends(Config.build(preset="cutlass")) == ("ATEN", "TRITON")
 
 
 # ------------------------------------------------------------------ errors

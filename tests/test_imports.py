@@ -28,7 +28,6 @@ KNOWN_CYCLES: list[set[str]] = []   # none left (codegen/triton_tiling.py broke 
 #: imports against the phase order, on purpose, with the reason
 ALLOWED = {
     ("codegen.wrapper", "scheduler"): "the wrapper walks the schedule: it tells kernels (FusedGroup) from extern calls",
-    ("codegen.epilogue_tuning", "scheduler"): "it builds a template and its epilogue as two FusedGroups to time them apart",
     ("lowering.softmax", "capture"): "the lowering of prepare_softmax_online, the op capture/softmax.py defines",
     ("lowering.softmax", "capture.softmax"): "the lowering of prepare_softmax_online, the op capture/softmax.py defines",
 }

@@ -13,11 +13,12 @@
 #   (the **autotuner** and its table), and what `max_autotune_gemm_backends` does;
 # * how to run it all on the CPU (Triton's interpreter) and on a GPU.
 #
-# Files: `miniinductor/codegen/triton_template.py` (the template text, `TritonTemplateKernel`,
-# `select_gemm`: the autotuner, `coordinate_descent`), `miniinductor/codegen/epilogue_tuning.py`
-# (the template timed with its epilogue), `miniinductor/lowering/matmul.py`
-# (when a matmul becomes a template), `miniinductor/scheduler/fusion.py` (the epilogue
-# rule), `miniinductor/runtime/triton_runtime.py` (`AutotuneCache`).
+# GEMM templates are an extension (`gemm`, on by default; `extensions=[]` turns it off). Files,
+# in `miniinductor/ext/gemm/`: `template.py` (the template text, `TritonTemplateKernel`),
+# `autotune.py` (`select_gemm`: the autotuner, `coordinate_descent`), `epilogue_tuning.py`
+# (the template timed with its epilogue), `lowering.py` (when a matmul becomes a template),
+# `scheduling.py` (the epilogue rule); and `miniinductor/runtime/triton_runtime.py`
+# (`AutotuneCache`).
 #
 # Mirrors `torch/_inductor/kernel/mm.py` and `select_algorithm.py`, in small. On the CPU
 # every tensor below is tiny: the interpreter runs one program at a time.
@@ -34,8 +35,8 @@ if not torch.cuda.is_available():   # no GPU: Triton's interpreter (read when Tr
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import miniinductor  # noqa: E402
-from miniinductor.codegen.triton_template import GEMM_CONFIGS  # noqa: E402
 from miniinductor.compile_fx import collect_compiled  # noqa: E402
+from miniinductor.ext.gemm.autotune import GEMM_CONFIGS  # noqa: E402
 
 torch.manual_seed(0)
 HAS_GPU = torch.cuda.is_available()
@@ -152,7 +153,7 @@ assert any(line.startswith("AUTOTUNE") for line in handler.lines)
 # an epilogue is timed again, fused, under the bare table's fastest configs, and against
 # the template and its epilogue as two kernels: the fastest fused config is kept, or, when
 # the two kernels are faster, the group is split and the fusion decision says why
-# (`miniinductor/codegen/epilogue_tuning.py`; a second `AUTOTUNE` table in the log). On
+# (`miniinductor/ext/gemm/epilogue_tuning.py`; a second `AUTOTUNE` table in the log). On
 # the CPU nothing is timed, so the template keeps the first configuration, fused.
 #
 # `max_autotune_gemm_backends` chooses the competitors: `"ATEN,TRITON"` (the default),

@@ -19,7 +19,7 @@ import torch
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .indexing import FloorDiv, ModularIndexing, evaluate, index_vars
-from .nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView, TemplateBuffer
+from .nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
 
 TORCH_OPS = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "floordiv": torch.floor_divide,
@@ -204,8 +204,14 @@ def _arg(value, memory):
     return value
 
 
+def runs_as_aten(buf) -> bool:
+    """Whether `run_extern` computes `buf`: an ExternKernel, a MultiOutput, or an extension's
+    buffer that names the ATen call computing its value (`op`, `args`, `kwargs`: a GEMM template)."""
+    return isinstance(buf, (ExternKernel, MultiOutput)) or hasattr(buf, "op")
+
+
 def run_extern(buf, memory: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Run an ExternKernel's ATen call (or a TemplateBuffer's, or pick a MultiOutput's item) on tensors in `memory`."""
+    """Run an ExternKernel's ATen call (or another `runs_as_aten` buffer's, or pick a MultiOutput's item) on tensors in `memory`."""
     if isinstance(buf, MultiOutput):
         return memory[buf.parent.get_name()][buf.index]
     return buf.op(*_arg(list(buf.args), memory), **{k: _arg(v, memory) for k, v in buf.kwargs.items()})
@@ -219,7 +225,7 @@ def run_graph(graph, inputs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
         for buf in graph.buffers:
             if isinstance(buf, ComputedBuffer):
                 evaluate_buffer(buf, memory)
-            elif isinstance(buf, (ExternKernel, MultiOutput, TemplateBuffer)):
+            elif runs_as_aten(buf):
                 memory[buf.get_name()] = run_extern(buf, memory)
     return memory
 

@@ -9,8 +9,8 @@ Storage:
   * `Buffer` has a name and a `Layout` (dtype, size, stride, offset) and is loaded with
     `ops.load(name, offset + sum(i*stride))`. `InputBuffer` (graph inputs and constants),
     `ComputedBuffer` (a `Loops` node written to memory by a kernel), `ExternKernel` (an ATen
-    call we do not compile), `TemplateBuffer` (a matmul from a Triton GEMM template, under
-    max_autotune) and `MultiOutput` (one output of a tuple-returning extern).
+    call we do not compile) and `MultiOutput` (one output of a tuple-returning extern);
+    extensions add their own (the gemm extension's `TemplateBuffer`).
   * `StorageBox` wraps a not-yet-stored `Pointwise` so that it can be *realized* (turned
     into a `ComputedBuffer`) later without its users noticing.
   * `View(data, size, reindex)` re-maps indices and never copies: views, permutes and
@@ -267,31 +267,6 @@ class ExternKernel(Buffer):
 
     def __str__(self):
         return f"{self.name}: ExternKernel {self.op} -> {self.layout or 'tuple'}  # {self.reason}"
-
-
-class TemplateBuffer(Buffer):
-    """A matmul computed by a Triton GEMM template (codegen/triton_template.py): `buf2 =
-    A @ B` (batched for bmm), its output contiguous, its pointwise readers fused into the
-    template's store by the scheduler. `inputs` are the operands, buffers or strided views
-    of them, read whole; `config` the tile the autotuner picked (BLOCK_M, BLOCK_N, BLOCK_K,
-    GROUP_M, num_warps, num_stages) and the float32 dot's `precision`; `timings` the autotuner's table of the
-    bare choices (`[ms, config or "ATEN"]`, fastest first), where the epilogue benchmark
-    starts (codegen/epilogue_tuning.py). Mirrors `ir.TritonTemplateBuffer`."""
-
-    def __init__(self, name, layout, inputs, config: dict, origins=(), timings=()):
-        super().__init__(name, layout)
-        self.inputs, self.config, self.origins = list(inputs), dict(config), list(origins)
-        self.timings = list(timings)
-        # what computes the same value in ATen, as an ExternKernel's (the IR interpreter runs it)
-        self.op, self.args, self.kwargs = torch.matmul, self.inputs, {}
-
-    def input_nodes(self) -> list[IRNode]:
-        return list(self.inputs)
-
-    def __str__(self):
-        operands = ", ".join(x.get_name() for x in self.inputs)
-        tile = " ".join(f"{k}={v}" for k, v in self.config.items())
-        return f"{self.name}: TemplateBuffer GEMM({operands}) -> {self.layout}  # {tile}"
 
 
 class MultiOutput(Buffer):

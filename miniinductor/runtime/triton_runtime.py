@@ -5,7 +5,7 @@ kernels call, and the `libdevice` import that works across Triton versions),
 `runtime/triton_heuristics.py` (timing block-size candidates, the launcher; the block-size
 rules themselves are the backend policy's, codegen/policy.py), the autotuning cache
 (`AutotuneCache`, for the GEMM templates' winners and their epilogue verdicts:
-codegen/triton_template.py, codegen/epilogue_tuning.py)
+ext/gemm/autotune.py, ext/gemm/epilogue_tuning.py)
 and `codecache.py`'s PyCodeCache (write a module to disk and import it: `@triton.jit`
 reads its function's source with `inspect`, which a string passed to `exec` does not have).
 

@@ -16,15 +16,15 @@ Two groups can share it when:
   * a group that stores into a graph input (a mutation) reads the input, and other groups
     read it, only at the element it replaces (`mutation_problem`);
   * the result stays under `max_fusion_size` nodes;
-  * a GEMM template (max_autotune) only takes pointwise readers of its output, after it:
-    an epilogue fused into its store (`template_problem`).
+  * an extension's rule (passes.FUSION_RULES) may decide the loops of a pair of its own
+    first (the gemm extension's: a GEMM template takes only pointwise readers of its output,
+    as an epilogue fused into its store).
 The score is the bytes the fusion saves: each buffer one group writes and the other
 reads, or that both read, is counted once. Ties go to the pair closest in program order.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from ..ir.indexing import canonical_vars
 
@@ -50,8 +50,6 @@ class FusionDecision:
 
 def fused_shape(a, b):
     """(R, Q) of the group a+b, or a string saying why the loops do not line up."""
-    if any(n.is_template for n in a.nodes + b.nodes):
-        return template_problem(a, b) or template_shape(a, b)
     if a.is_reduction and b.is_reduction:
         if (a.R, a.Q) == (b.R, b.Q):
             return a.R, a.Q
@@ -71,7 +69,7 @@ def dependency_problem(a, b, R=None) -> str | None:
     written = {}
     for node in a.nodes:
         for dep in node.writes:
-            written[dep.name] = node.write_index(R) if node.is_template and R is not None else dep.index
+            written[dep.name] = node.written_index(dep, R) if R is not None else dep.index
     for node in b.nodes:
         for dep in node.reads:
             if dep.name in written and dep.index != written[dep.name]:
@@ -123,43 +121,6 @@ def read_order_problem(a, b) -> str | None:
     for name in sorted(orders_a.keys() & orders_b.keys()):
         if len(orders_a[name] | orders_b[name]) > 1 and orders_a[name] != orders_b[name]:
             return f"reduces {name} along its rows in one and its columns in the other"
-    return None
-
-
-def template_shape(a, b):
-    """(R, []) of a GEMM template's group a and a pointwise group b, or why they do not line
-    up. Besides equal ranges, b may iterate a reshape of the product (a Linear on [B, T, C]
-    reads its [B*T, N] product as [B, T, N]): the same elements in the same order, as long as
-    b's last sizes make up the N columns of a tile and a has no epilogue over other ranges."""
-    if a.R == b.R:
-        return a.R, []
-    template = next((n for n in a.nodes if n.is_template), None)
-    columns = template.ranges[-1] if template is not None else None
-    if (template is None or b.is_reduction or math.prod(a.R) != math.prod(b.R)
-            or not any(math.prod(b.R[k:]) == columns for k in range(len(b.R) + 1))
-            or any(not n.is_template and n.outer + n.inner != b.R for n in a.nodes)):
-        return f"ranges differ: {a.R} vs {b.R}"
-    return b.R, []
-
-
-def template_problem(a, b) -> str | None:
-    """Why a group holding a GEMM template (a TemplateSchedulerNode) and another group
-    cannot share a kernel, or None. A template takes epilogues only: pointwise nodes over its
-    output's ranges that read what it writes (Inductor's `can_fuse_vertical` with a template
-    node; no prologue fusion here)."""
-    with_template = [g for g in (a, b) if any(n.is_template for n in g.nodes)]
-    if not with_template:
-        return None
-    if len(with_template) == 2:
-        return "two GEMM templates cannot share a kernel"
-    template, other = with_template[0], b if with_template[0] is a else a
-    if other is a:
-        return "a GEMM template takes no prologue: only nodes after it join it"
-    if a.is_reduction or b.is_reduction:
-        return "a GEMM template's epilogue is pointwise, not a reduction"
-    written = {d.name for n in template.nodes for d in n.writes}
-    if not any(d.name in written for n in other.nodes for d in n.reads):
-        return "a GEMM template only takes epilogues that read its output"
     return None
 
 

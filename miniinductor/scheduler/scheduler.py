@@ -2,8 +2,9 @@
 
 Mirrors `torch/_inductor/scheduler.py`. Each buffer from lowering becomes a node:
 `SchedulerNode` (a `ComputedBuffer`: we generate its loops) or `ExternKernelSchedulerNode`
-(an ATen call), or `TemplateSchedulerNode` (a GEMM template's `TemplateBuffer`, which
-pointwise readers may join as its epilogue). A node's `MemoryDep` reads and writes come from running its body under a
+(an ATen call), or the node an extension made for its own kind of buffer (passes.NODE_KINDS:
+a GEMM template, which pointwise readers may join as its epilogue; the extension's rule in
+passes.FUSION_RULES says so). A node's `MemoryDep` reads and writes come from running its body under a
 `RecordingHandler` (ops_handler.py) -- the same closure that codegen later compiles -- with
 *canonical* loop variables `c0, c1, ...` given to its non-1 dimensions, outer ones first,
 so that the indices of two nodes can be compared directly. A buffer computed into a graph
@@ -29,9 +30,10 @@ import sympy
 from ..codegen.memory_planning import may_alias
 from ..config import Config
 from ..ir.indexing import canonical_vars, simplify_with_ranges
-from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, MutationLayout, Reduction, TemplateBuffer
+from ..ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, MutationLayout, Reduction
 from ..ir.sizevars import as_expr, size_hint
 from ..ops_handler import MemoryDep, RecordingHandler
+from ..passes import FUSION_RULES, NODE_KINDS
 from ..virtualized import V
 from .fusion import (
     FusionDecision,
@@ -40,7 +42,6 @@ from .fusion import (
     mutation_problem,
     read_order_problem,
     shared_bytes,
-    template_problem,
 )
 
 
@@ -57,7 +58,6 @@ def expand_index(sizes, symbols) -> list:
 
 class BaseSchedulerNode:
     is_reduction = False
-    is_template = False
     read_bytes = write_bytes = 0   # filled in by the Scheduler, which knows every buffer's size
 
     def __init__(self, node):
@@ -70,6 +70,11 @@ class BaseSchedulerNode:
 
     def read_names(self) -> set[str]:
         return {dep.name for dep in self.reads}
+
+    def written_index(self, dep: MemoryDep, R):
+        """Where this node writes `dep` when its group loops over R: as recorded (an extension's
+        node may write where the loops it joins say: a GEMM template's output)."""
+        return dep.index
 
     def __str__(self):
         return f"{type(self).__name__}({self.get_name()}) reads [{', '.join(sorted(self.read_names()))}]"
@@ -97,28 +102,6 @@ class SchedulerNode(BaseSchedulerNode):
         if self.is_reduction:
             return expand_index(self.ranges, outer_vars), expand_index(self.reduction_ranges, inner_vars)
         return expand_index(self.ranges, list(outer_vars) + list(inner_vars)), []
-
-
-class TemplateSchedulerNode(SchedulerNode):
-    """A TemplateBuffer (a GEMM template): reads its operands whole, writes its output at
-    the index a pointwise node over the same ranges would, so that pointwise readers can
-    fuse into its store as an epilogue (fusion.py, `template_problem`)."""
-    is_template = True
-
-    def __init__(self, node: TemplateBuffer):
-        BaseSchedulerNode.__init__(self, node)
-        self.ranges, self.reduction_ranges = node.get_size(), []
-        self.outer, self.inner = canonical(self.ranges), []
-        self.reads = [MemoryDep(x.get_name(), sympy.Integer(0)) for x in node.input_nodes()]
-        self.writes = [MemoryDep(node.get_name(), self.write_index(self.outer),
-                                 tuple(zip(canonical_vars(len(self.outer)), self.outer)))]
-
-    def write_index(self, R) -> sympy.Expr:
-        """Its output's index in loops over R: the flat index, the output being contiguous.
-        R may be any sizes of its numel whose last ones make up its columns (a reshape of
-        the product, e.g. [B*T, C] read as [B, T, C]: fusion.py, `template_shape`)."""
-        strides = [math.prod(R[k + 1:]) for k in range(len(R))]
-        return sum((v * s for v, s in zip(canonical_vars(len(R)), strides)), sympy.Integer(0))
 
 
 class ExternKernelSchedulerNode(BaseSchedulerNode):
@@ -222,10 +205,10 @@ class Scheduler:
     def create_nodes(buffers):
         nodes = []
         for buf in buffers:
-            if isinstance(buf, ComputedBuffer):
+            if type(buf) in NODE_KINDS:   # an extension's kind of buffer
+                nodes.append(NODE_KINDS[type(buf)](buf))
+            elif isinstance(buf, ComputedBuffer):
                 nodes.append(SchedulerNode(buf))
-            elif isinstance(buf, TemplateBuffer):
-                nodes.append(TemplateSchedulerNode(buf))
             elif isinstance(buf, (ExternKernel, MultiOutput)):
                 nodes.append(ExternKernelSchedulerNode(buf))
         return nodes
@@ -312,30 +295,28 @@ class Scheduler:
         graph.add_node(merged)
         graph.add_edges_from([(p, merged) for p in preds] + [(merged, s) for s in succs])
 
-    def unfuse_template(self, group, reason: str) -> tuple:
-        """Split a GEMM template's group into the template alone and its epilogue, a kernel of
-        its own over the group's loops (a benchmark found the fused kernel slower:
-        codegen/epilogue_tuning.py); record the decision and order the schedule again."""
-        template = FusedGroup([n for n in group.nodes if n.is_template])
-        epilogue = FusedGroup([n for n in group.nodes if not n.is_template], group.R, [])
+    def split(self, group, first, second, reason: str):
+        """Replace `group` by the groups `first` and `second`, kernels of their own in that order
+        (an extension's benchmark found the fused kernel slower); record the decision and order
+        the schedule again."""
         k = self.groups.index(group)
-        self.groups[k:k + 1] = [template, epilogue]
+        self.groups[k:k + 1] = [first, second]
         order = self.original_order[id(group)]
-        self.original_order[id(template)], self.original_order[id(epilogue)] = order, order + 0.5
-        score = shared_bytes(template, epilogue, lambda name: self.nbytes.get(name, 0))
-        self.decisions.append(FusionDecision(template.get_name(), epilogue.get_name(), False, reason, score))
+        self.original_order[id(first)], self.original_order[id(second)] = order, order + 0.5
+        score = shared_bytes(first, second, lambda name: self.nbytes.get(name, 0))
+        self.decisions.append(FusionDecision(first.get_name(), second.get_name(), False, reason, score))
         self._deps = None
         self.order()
-        return template, epilogue
 
     def can_fuse(self, a, b):
-        """((R, Q), reason) when a and b may share a kernel, else (None, reason)."""
+        """((R, Q), reason) when a and b may share a kernel, else (None, reason). An extension's
+        rule that takes the pair (`fusion_rule`) gives its loops, or why not, and its kind."""
         if len(a.nodes) + len(b.nodes) > self.config.max_fusion_size:
             return None, f"would exceed max_fusion_size={self.config.max_fusion_size}"
-        shape = fused_shape(a, b)
+        shape, kind = self.fusion_rule(a, b) or (fused_shape(a, b), None)
         if isinstance(shape, str):
             return None, shape
-        problem = template_problem(a, b) or mutation_problem(a, b, self.overwritten, self.mutations) \
+        problem = mutation_problem(a, b, self.overwritten, self.mutations) \
             or dependency_problem(a, b, shape[0]) or dependency_problem(b, a, shape[0]) \
             or read_order_problem(a, b)
         if problem:
@@ -343,11 +324,17 @@ class Scheduler:
         via = self.path_between(a, b)
         if via is not None:
             return None, f"would create a cycle via {via}"
-        kind = "vertical" if {d.name for n in a.nodes for d in n.writes} & \
-            {d.name for n in b.nodes for d in n.reads} else "horizontal"
-        if any(n.is_template for n in a.nodes + b.nodes):
-            kind = "epilogue of the GEMM template"
+        kind = kind or ("vertical" if {d.name for n in a.nodes for d in n.writes} &
+                        {d.name for n in b.nodes for d in n.reads} else "horizontal")
         return shape, f"{kind}, loops {shape[0]}" + (f" x {shape[1]}" if shape[1] else "")
+
+    def fusion_rule(self, a, b):
+        """The answer of the first rule of an extension in use (passes.FUSION_RULES) that takes
+        the pair: (R, Q) or why not, and the fusion's kind; None where none takes it."""
+        for extension, rule in FUSION_RULES:
+            if self.config.uses(extension) and (answer := rule(a, b)) is not None:
+                return answer
+        return None
 
     def dependency_graph(self) -> nx.DiGraph:
         """Edges writer → reader between the groups (the groups themselves are the graph's

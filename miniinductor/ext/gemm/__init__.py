@@ -1,10 +1,25 @@
 """Extension `gemm`: Triton GEMM templates chosen by autotuning (max_autotune), their
-epilogues fused and timed, and the addmm rewrites around them."""
-from ...codegen.epilogue_tuning import benchmark_epilogue_fusion
-from ...codegen.triton_template import kernel_for_template_group
+epilogues fused and timed, and the addmm rewrites around them.
+
+  options.py          the GEMM options' checks and notes (the fields stay in config.Config)
+  lowering.py         the addmm rewrites, the prefetch, and `gemm_template`: a matmul's template
+                      choice (passes.MATMUL_CHOICES)
+  template.py         the template's source and its kernel, `TritonTemplateKernel`
+                      (passes.KERNEL_KINDS)
+  autotune.py         the autotuner: template configs (or ATen) timed, coordinate descent
+  ir.py               `TemplateBuffer`, the IR node of a template
+  scheduling.py       its scheduler node (passes.NODE_KINDS), the rule of its epilogue fusion
+                      (passes.FUSION_RULES), and the split of a slower fusion
+  epilogue_tuning.py  each template timed with its epilogue, fused and apart (tune stage)
+"""
 from ...config import declare_extension
-from ...lowering.matmul import addmm_activation, note_unused_tma, prefetch_gemm_templates, unfuse_addmm
-from ...passes import POLICY_PATCHES, Pass, kernel_kind, register
+from ...passes import FUSION_RULES, MATMUL_CHOICES, NODE_KINDS, POLICY_PATCHES, Pass, kernel_kind, register
+from . import options  # noqa: F401  (the options' checks and notes)
+from .epilogue_tuning import benchmark_epilogue_fusion
+from .ir import TemplateBuffer
+from .lowering import addmm_activation, gemm_template, note_unused_tma, prefetch_gemm_templates, unfuse_addmm
+from .scheduling import TemplateSchedulerNode, template_fusion
+from .template import kernel_for_template_group
 
 declare_extension("gemm", "GEMM templates, autotuning and epilogue fusion (max_autotune), addmm rewrites",
                   ("max_autotune", "max_autotune_gemm_backends", "enable_persistent_tma_matmul",
@@ -37,3 +52,6 @@ register(Pass("tune", "benchmark_epilogue_fusion", _tune_epilogues, "gemm", enab
 kernel_kind("triton", "gemm_template", lambda group, ctx: kernel_for_template_group(group, ctx.config), "gemm",
             first=True)
 POLICY_PATCHES.append(("gemm", lambda policy, config, device: {"gemm_templates": policy.name == "triton"}))
+MATMUL_CHOICES.append(("gemm", gemm_template))
+NODE_KINDS[TemplateBuffer] = TemplateSchedulerNode
+FUSION_RULES.append(("gemm", template_fusion))

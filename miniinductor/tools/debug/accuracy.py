@@ -48,8 +48,8 @@ from torch.utils._pytree import tree_flatten
 
 from ...compile_fx import collect_compiled, load_wrapper
 from ...compile_fx import compile as mi_compile
-from ...ir.interpreter import evaluate_buffer, run_extern
-from ...ir.nodes import Buffer, ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, StorageBox, TemplateBuffer
+from ...ir.interpreter import evaluate_buffer, run_extern, runs_as_aten
+from ...ir.nodes import Buffer, ComputedBuffer, InputBuffer, StorageBox
 from ...logs import plural
 from ...scheduler import FusedGroup
 from ...virtualized import V
@@ -276,7 +276,7 @@ def ir_values(cg, args, kernel: dict) -> dict[str, object]:
             name = buf.get_name()
             if isinstance(buf, ComputedBuffer):
                 values[name] = evaluate_buffer(buf, memory)
-            elif isinstance(buf, (ExternKernel, MultiOutput, TemplateBuffer)):
+            elif runs_as_aten(buf):
                 values[name] = memory[name] = run_extern(buf, memory)
             if name in kernel:
                 memory[name] = kernel[name]

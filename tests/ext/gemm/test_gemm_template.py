@@ -1,5 +1,6 @@
-"""Triton GEMM templates under max_autotune (codegen/triton_template.py), on the CPU
-through Triton's interpreter (cpu_backend="triton", TRITON_INTERPRET=1).
+"""Triton GEMM templates under max_autotune (the gemm extension, miniinductor/ext/gemm/), on
+the CPU through Triton's interpreter (cpu_backend="triton", TRITON_INTERPRET=1). Skipped
+when MINIINDUCTOR_TEST_OPTIONS turns the extension off.
 
 Each case compiles a function with `max_autotune=True`, runs it on fresh random inputs
 with every buffer the wrapper allocates filled with NaN first (an element the template or
@@ -31,12 +32,17 @@ import torch
 os.environ["TRITON_INTERPRET"] = "1"
 pytest.importorskip("triton")
 
+from conftest import extension_on  # noqa: E402
+
 import miniinductor  # noqa: E402
 from miniinductor import config as config_module  # noqa: E402
-from miniinductor.codegen import epilogue_tuning  # noqa: E402
-from miniinductor.codegen.triton_template import FMA_MAX_TILE, Gemm, config_text, coordinate_descent, gemm_configs  # noqa: E402
 from miniinductor.compile_fx import collect_compiled, generate_kernel  # noqa: E402
 from miniinductor.config import Config, list_options  # noqa: E402
+from miniinductor.ext.gemm import epilogue_tuning  # noqa: E402
+from miniinductor.ext.gemm import lowering as gemm_lowering  # noqa: E402
+from miniinductor.ext.gemm.autotune import FMA_MAX_TILE, coordinate_descent, gemm_configs  # noqa: E402
+from miniinductor.ext.gemm.options import gemm_backends  # noqa: E402
+from miniinductor.ext.gemm.template import Gemm, config_text  # noqa: E402
 from miniinductor.runtime import helpers  # noqa: E402
 from miniinductor.runtime.triton_runtime import AutotuneCache  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
@@ -44,6 +50,7 @@ from miniinductor.virtualized import V  # noqa: E402
 TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3.2e-2}
 TRITON_ONLY = {"cpu_backend": "triton", "max_autotune": True, "max_autotune_gemm_backends": "TRITON"}
 ATEN_MATMULS = ("aten.mm.", "aten.addmm.", "aten.bmm.", "aten._addmm_activation.")
+pytestmark = pytest.mark.skipif(not extension_on("gemm"), reason="the gemm extension is off (MINIINDUCTOR_TEST_OPTIONS)")
 
 
 @pytest.fixture(autouse=True)
@@ -271,15 +278,14 @@ def test_epilogue_benchmark_starts_from_the_bare_table(monkeypatch, fresh_cache)
     """As on a GPU, where the bare table has times (here made up: 1, 1.5, 9... ms): the
     template alone is not timed again, and the configs whose bare time already exceeds the
     unfused pair's (1 + 0.3 ms) are not tried fused: one fused timing (2 ms), then split."""
-    from miniinductor.codegen.triton_template import GemmSelection
-    from miniinductor.lowering import matmul
+    from miniinductor.ext.gemm.autotune import GemmSelection
 
-    original = matmul.select_gemm
+    original = gemm_lowering.select_gemm
 
     def timed_table(*args, **kwargs):
         chosen = original(*args, **kwargs)
         return GemmSelection(chosen.config, [[1.0 + 0.5 * k + 7 * (k > 1), c] for k, (_, c) in enumerate(chosen.timings)])
-    monkeypatch.setattr(matmul, "select_gemm", timed_table)
+    monkeypatch.setattr(gemm_lowering, "select_gemm", timed_table)
     calls = []
     monkeypatch.setattr(epilogue_tuning, "timer_for", scripted_timer([0.3, 2.0], calls))
     out, expected, (graph,) = run(linear_gelu_residual, *linear_gelu_inputs())
@@ -392,7 +398,7 @@ def test_gemm_backends_option():
         with pytest.raises(ValueError, match="valid backends are ATEN, TRITON, CUTLASS"):
             Config.from_options({"max_autotune_gemm_backends": bad})
     # CUTLASS is accepted (the cutlass preset) but never built: the matmul choices drop it
-    assert Config.from_options({"max_autotune_gemm_backends": "CUTLASS,TRITON"}).gemm_backends() == ("TRITON",)
+    assert gemm_backends(Config.from_options({"max_autotune_gemm_backends": "CUTLASS,TRITON"})) == ("TRITON",)
 
 
 def test_inductor_option_names_are_aliases():
@@ -499,11 +505,10 @@ def test_prefetched_matmuls_are_the_ones_lowering_autotunes(monkeypatch):
     or the compiles are wasted. Here on the CPU, with the GPU check bypassed and the compiles
     recorded instead of run: x @ w.t(), an addmm and a bmm of a permuted operand."""
     from miniinductor import passes
-    from miniinductor.lowering import matmul
     prefetched, selected = [], []
-    real_prefetch, real_select = matmul.prefetch_gemm_templates, matmul.select_gemm
-    monkeypatch.setattr(matmul, "prefetch_gemm", lambda g, *rest: prefetched.append(g))
-    monkeypatch.setattr(matmul, "select_gemm", lambda g, *rest, **kw: selected.append(g) or real_select(g, *rest, **kw))
+    real_prefetch, real_select = gemm_lowering.prefetch_gemm_templates, gemm_lowering.select_gemm
+    monkeypatch.setattr(gemm_lowering, "prefetch_gemm", lambda g, *rest: prefetched.append(g))
+    monkeypatch.setattr(gemm_lowering, "select_gemm", lambda g, *rest, **kw: selected.append(g) or real_select(g, *rest, **kw))
     as_if_on_a_gpu = [p if p.name != "prefetch_gemm_templates" else dataclasses.replace(
         p, enabled=lambda ctx: ctx.config.max_autotune,
         run=lambda gm, ctx: real_prefetch(gm, ctx.policy, ctx.config, torch.device("cuda"))) for p in passes.PASSES]
@@ -589,7 +594,7 @@ def test_autotune_compile_benchmark_runs():
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "autotune_compile.py"
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "autotune_compile.py"
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, timeout=600)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert [r["workload"] for r in rows] == ["mlp32", "mlp16", "gpt", "train"], done.stdout + done.stderr
@@ -608,7 +613,7 @@ def test_fp32_dot_benchmark_runs():
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "fp32_dot_gpu.py"
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "fp32_dot_gpu.py"
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     errors = [float(e) for e in re.findall(r"error max ([0-9.e+-]+)", done.stdout)]

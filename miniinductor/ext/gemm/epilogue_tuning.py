@@ -3,7 +3,7 @@ config runs the fused kernel fastest, and whether fusing pays at all.
 
 Mirrors `Scheduler.speedup_by_fusion` (its `MultiTemplateBuffer` branch: every template
 choice timed with the epilogue) and `benchmark_fused_nodes` in
-`torch/_inductor/scheduler.py`. The autotuner (triton_template.py, `select_gemm`) times the
+`torch/_inductor/scheduler.py`. The autotuner (autotune.py, `select_gemm`) times the
 bare templates, the product stored as it is; an epilogue changes the kernel. On an H100 the
 exact GELU (erf) on the 128x128 float32 tile the bare table preferred (8 warps) took several
 times as long as the bare template. So once the scheduler's groups are final, for each group
@@ -16,7 +16,7 @@ holding a template and an epilogue this pass
   2. times each on random inputs (NaN in what it computes), and the unfused pair: the bare
      winner (its time from the bare table) then the epilogue as a kernel of its own;
   3. keeps the faster way: the template takes the best fused config, or, where even that is
-     slower than the pair, the scheduler splits the group (`Scheduler.unfuse_template`: a
+     slower than the pair, the group is split in two (scheduling.py, `unfuse_template`: a
      fusion decision whose reason gives the times, in the report like any other).
 
 The table is logged under `autotune` (`MINIINDUCTOR_LOGS=autotune`), and the verdict kept
@@ -40,11 +40,12 @@ import time
 
 import torch
 
-from ..logs import get_logger
-from ..runtime.triton_runtime import AutotuneCache, benchmark, kernel_launchers, load_module, precompile_all
-from ..scheduler import FusedGroup
-from ..virtualized import V
-from .triton_template import config_text
+from ...logs import get_logger
+from ...runtime.triton_runtime import AutotuneCache, benchmark, kernel_launchers, load_module, precompile_all
+from ...scheduler import FusedGroup
+from ...virtualized import V
+from .scheduling import is_template, unfuse_template
+from .template import config_text
 
 log = get_logger("autotune")
 #: the most template configs timed with a group's epilogue: the fastest of the bare table
@@ -71,7 +72,7 @@ def template_config(template, config: dict):
 def fused_variants(group, make_kernel, configs) -> list[tuple[dict, object]]:
     """[(config, GeneratedKernel)]: the group's fused kernel, `make_kernel(group)`, generated
     once per template config."""
-    template = next(n for n in group.nodes if n.is_template).node
+    template = next(n for n in group.nodes if is_template(n)).node
     found = []
     for config in configs:
         with template_config(template, config):
@@ -114,11 +115,11 @@ def benchmark_epilogue_fusion(scheduler, make_kernel) -> int:
     for group in list(scheduler.schedule):
         if not isinstance(group, FusedGroup):
             continue
-        if len(group.nodes) > 1 and any(n.is_template for n in group.nodes):
+        if len(group.nodes) > 1 and any(map(is_template, group.nodes)):
             with unset_fake_temporarily():
                 verdict = tune_group(group, make_kernel, index, timer)
             if verdict is not None:
-                scheduler.unfuse_template(group, verdict)
+                unfuse_template(scheduler, group, verdict)
                 split += 1
                 index += 1
         index += 1
@@ -128,7 +129,7 @@ def benchmark_epilogue_fusion(scheduler, make_kernel) -> int:
 def tune_group(group, make_kernel, index: int, timer) -> str | None:
     """Time one group's fused variants and its unfused pair; set the template's config to the
     fused winner and return None, or return why the group is better split."""
-    template = next(n for n in group.nodes if n.is_template).node
+    template = next(n for n in group.nodes if is_template(n)).node
     device = template.get_device()
     winner = {k: v for k, v in template.config.items() if k != "precision"}
     table = sorted(template.timings, key=lambda t: t[0] or 0)   # (untimed: None, in order)
@@ -137,8 +138,8 @@ def tune_group(group, make_kernel, index: int, timer) -> str | None:
     variants = fused_variants(group, functools.partial(make_kernel, index=index), configs[:EPILOGUE_CHOICES])
     if any(kernel.size_args for _, kernel in variants):
         return None   # (symbolic sizes in the epilogue: the first config, fused, as before)
-    alone = make_kernel(FusedGroup([n for n in group.nodes if n.is_template]), index, removed=set())
-    epilogue_nodes = [n for n in group.nodes if not n.is_template]
+    alone = make_kernel(FusedGroup([n for n in group.nodes if is_template(n)]), index, removed=set())
+    epilogue_nodes = [n for n in group.nodes if not is_template(n)]
     epilogue = make_kernel(FusedGroup(epilogue_nodes, group.R, []), index + 1,
                            removed=variants[0][1].removed & {n.get_name() for n in epilogue_nodes})
     sources = [k.source.replace(k.name, "KERNEL") for k in [alone, epilogue] + [k for _, k in variants]]
