@@ -15,7 +15,6 @@ The nav's "Tutorials" entry is filled in here too (one page per tutorial file).
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 import re
 import sys
@@ -118,27 +117,17 @@ def _demote_headings(text: str) -> str:
 
 # --------------------------------------------------------------------------- config
 def config_fields() -> list[tuple[str, str, str, str]]:
-    """(name, type, default, help) for every Config field, help from the string under it."""
+    """(name, kind, default, help) for every option (config.OPTIONS: the core's, then each
+    extension's), the default of an option the environment decides shown as computed."""
+    import miniinductor  # noqa: F401  (registers the extensions' options)
     from miniinductor import config as config_module
-    tree = ast.parse(Path(config_module.__file__).read_text())
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Config")
-    helps, sources = {}, {}
-    for stmt, nxt in zip(cls.body, cls.body[1:] + [None]):
-        if isinstance(stmt, ast.AnnAssign):
-            sources[stmt.target.id] = ast.unparse(stmt.annotation), stmt.value
-            if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-                helps[stmt.target.id] = nxt.value.value
     rows = []
-    for f in dataclasses.fields(config_module.Config):
-        annotation, value = sources.get(f.name, (str(f.type), None))
-        if f.default is not dataclasses.MISSING:
-            default = repr(f.default)
-        elif isinstance(value, ast.Call):        # dataclasses.field(default_factory=...)
-            factory = next((k.value for k in value.keywords if k.arg == "default_factory"), value)
-            default = "computed: " + ast.unparse(factory).removeprefix("lambda: ")
-        else:
-            default = "-"
-        rows.append((f.name, annotation, default, helps.get(f.name, "")))
+    for name, option in config_module.OPTIONS.items():
+        kind = option.describe()
+        if option.extension != "core":
+            kind += f" (extension {option.extension})"
+        default = "computed from the environment" if callable(option.default) else repr(option.default)
+        rows.append((name, kind, default, option.help))
     return rows
 
 
@@ -147,7 +136,8 @@ def config_page() -> str:
     from miniinductor import logs
     esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
     lines = ["# Config reference", "",
-             "Generated from the `Config` dataclass in `miniinductor/config.py` when this site was built.",
+             "Generated from `config.OPTIONS` (the core's options in `miniinductor/config.py`, each "
+             "extension's declared by it) when this site was built.",
              "Options are passed as keywords, `miniinductor.compile(model, fusion=False)`, or as "
              '`torch.compile(model, backend="miniinductor", options={"fusion": False})`; an unknown name is '
              "an error that lists the close matches.", "",

@@ -1,4 +1,4 @@
-"""Compiler options: one frozen dataclass, passed explicitly to every phase.
+"""Compiler options: one frozen `Config`, passed explicitly to every phase.
 
 Mirrors `torch/_inductor/config.py`, minus the module of mutable globals: a `Config` is
 built once per `compile()` call and handed down. The environment is read when a `Config`
@@ -13,169 +13,214 @@ Where an option's value comes from, strongest first:
   2. top-level flags      `mode="reduce-overhead"` (see MODES), and `miniinductor.compile`'s
                           `freezing=`, `autocast_enabled=`, `autocast_dtype=` keywords
   3. a named preset       `preset="no_fusion"` (see PRESETS); in torch.compile, `options={"preset": ...}`
-  4. the defaults below
+  4. the defaults (`OPTIONS`: the core's below, each extension's declared by the extension)
 So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze, and
 `miniinductor.compile(fn, mode="reduce-overhead", cudagraphs=False)` records no CUDA graph.
 (torch.compile itself refuses `mode` and `options` together.)
 `Config.build(...)` applies that order and rejects unknown names, listing close matches;
-every `Config` checks each value against its field's annotation, `CHOICES` and `MINIMUMS`
+every `Config` checks each value against its `Option` (kind, choices, minimum)
 (`option max_fusion_size='big': expected an int >= 1`), so `miniinductor.compile` fails at
 once and torch.compile at the first call, not deep inside the compiler.
-Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same fields, and a
+Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same options, and a
 GraphNet-style dict is taken whole, by either route:
     {"template": "tma", "mode": "max-autotune", "freezing": True,
      "inductor_config": {"triton.cudagraphs": False, "triton.enable_persistent_tma_matmul": True}}
 `template` is a preset, `freezing` a top-level flag and `inductor_config` explicit options,
 so inductor_config overrides > freezing > template.
-`enable_persistent_tma_matmul` (the `tma` preset) adds persistent GEMM templates to
-max_autotune's choices, with TMA loads on compute capability 9.0+ and under Triton's
-interpreter, plain loads elsewhere; never an error because of the hardware. CUTLASS in
-`max_autotune_gemm_backends` (the `cutlass` preset) is accepted but not built: one info line
-(`log_unavailable_features`, from the gemm extension's FEATURE_NOTES), and the ATen and
-Triton choices run.
+The options of an extension (miniinductor/ext/) are declared by it (`declare_extension`), with
+its presets and what it adds to the modes; set while the extension is off they are ignored,
+with one info line.
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
-import functools
-import inspect
 import logging
 import numbers
 import os
-import types
-import typing
 
 import torch
 
-#: what each torch.compile mode sets (as in `torch._inductor.list_mode_options()`)
-MODES = {
-    "default": {},
-    "reduce-overhead": {"cudagraphs": True},
-    "max-autotune": {"max_autotune": True, "cudagraphs": True},
-    "max-autotune-no-cudagraphs": {"max_autotune": True},
-}
-
 log = logging.getLogger("miniinductor")
 
-#: named groups of options (GraphNet's config templates among them)
+#: what each torch.compile mode sets (as in `torch._inductor.list_mode_options()`): the
+#: extensions add their options to them (cudagraphs to reduce-overhead, ...)
+MODES = {"default": {}, "reduce-overhead": {}, "max-autotune": {}, "max-autotune-no-cudagraphs": {}}
+#: named groups of options (GraphNet's config templates among them); extensions add theirs
 PRESETS = {
-    "cudagraphs": {"cudagraphs": True},
-    "max_autotune": {"max_autotune": True},
     "aten": {"fallback_all": True},
     "no_fusion": {"fusion": False},
-    "freezing": {"freezing": True},
-    "triton": {"cpu_backend": "triton", "max_autotune_gemm_backends": "TRITON"},   # Triton kernels only
-    "cpp_wrapper": {"cpp_wrapper": True},
-    "cutlass": {"max_autotune": True, "max_autotune_gemm_backends": "ATEN,TRITON,CUTLASS"},
-    "tma": {"max_autotune": True, "enable_persistent_tma_matmul": True},
-    "core": {"extensions": ()},   # the core path alone: every extension off
+    "triton": {"cpu_backend": "triton"},   # Triton kernels only (gemm: its templates too)
+    "core": {"extensions": ()},            # the core path alone: every extension off
 }
-
-#: extension name → (one-line description, the options it reads): filled by `declare_extension`
-#: as miniinductor/ext/ is imported (the core never names an extension)
-EXTENSIONS: dict[str, tuple[str, tuple[str, ...]]] = {}
+#: Inductor's spellings of our options (`torch._inductor.config`), accepted as the same
+ALIASES: dict[str, str] = {}
+#: keys of a GraphNet-style config dict that are not option names: template → a preset,
+#: inductor_config → explicit options (`mode` and `freezing` are read as usual)
+GRAPHNET_KEYS = ("template", "inductor_config")
 #: always on: the core path and the backends (the C++ one is core; Triton is its peer)
 BUILT_IN = ("core", "triton")
+_KINDS = {bool: "True or False", int: "an int", str: "a str", tuple: "a tuple of str"}
 
 
-def declare_extension(name: str, doc: str, options: tuple[str, ...] = ()):
-    """Make `name` a valid entry of `Config.extensions`; `options` are the fields only it reads."""
-    EXTENSIONS[name] = (doc, tuple(options))
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One option: its kind (bool, int, str or tuple of str), default (a function of nothing
+    where the environment decides it), one line of help, and what values it takes."""
+    name: str
+    kind: type
+    default: object
+    help: str
+    extension: str = "core"
+    choices: tuple | None = None      # a str option's values
+    minimum: int | None = None        # an int option's least value
+    optional: bool = False            # None is a value too
+    convert: object = None            # convert(value) -> the value stored, for other spellings
+
+    def default_value(self):
+        return self.default() if callable(self.default) else self.default
+
+    def normalize(self, value):
+        """A value as the option stores it: a numpy int → int, a path → str, a list → tuple."""
+        if self.convert is not None:
+            value = self.convert(value)
+        if self.kind is int and isinstance(value, numbers.Integral) and not isinstance(value, (int, bool)):
+            return int(value)
+        if self.kind is str and isinstance(value, os.PathLike):
+            return os.fspath(value)
+        return tuple(value) if self.kind is tuple and isinstance(value, (list, set)) else value
+
+    def check(self, value):
+        """ValueError naming the option unless `value` is one it takes."""
+        if value is None and self.optional:
+            return
+        ok = isinstance(value, self.kind) and not (self.kind is int and isinstance(value, bool))
+        if ok and self.kind is int:
+            ok = value >= self.minimum
+        if ok and self.choices is not None:
+            ok = all(v in self.choices for v in (value if self.kind is tuple else (value,)))
+        if ok and self.kind is tuple:
+            ok = all(isinstance(v, str) for v in value)
+        if not ok:
+            raise ValueError(f"option {self.name}={value!r}: expected {self.describe()}")
+
+    def describe(self) -> str:
+        """What the option takes, in words: "an int >= 1", "one of 'cpp', 'triton'"."""
+        if self.kind is int:
+            words = f"an int >= {self.minimum}"
+        elif self.choices is not None:
+            words = ("a tuple of " if self.kind is tuple else "") + f"one of {', '.join(map(repr, self.choices))}"
+        else:
+            words = _KINDS[self.kind]
+        return words + (" or None" if self.optional else "")
 
 
-#: an extension's checks of its options' values, `check(config)` raising ValueError: run by
-#: every Config whatever `extensions` says (a bad value fails the same way on or off)
+#: every option by name: the core's first, then each extension's as it is declared
+OPTIONS: dict[str, Option] = {}
+#: extension name → (one-line description, its options' names)
+EXTENSIONS: dict[str, tuple[str, tuple[str, ...]]] = {}
+#: an extension's checks of its options' values together, `check(config)` raising ValueError
 OPTION_CHECKS: list = []
 #: [(extension, note(config))]: info lines about what `config` asks of an extension in use
 #: that is accepted but not built (log_unavailable_features)
 FEATURE_NOTES: list = []
-#: the values `autocast_dtype` takes
-AUTOCAST_DTYPES = ("bfloat16", "float16")
-#: Inductor's spellings of our options (`torch._inductor.config`), accepted as the same
-ALIASES = {"triton.cudagraphs": "cudagraphs",
-           "triton.enable_persistent_tma_matmul": "enable_persistent_tma_matmul"}
-#: keys of a GraphNet-style config dict that are not option names: template → a preset,
-#: inductor_config → explicit options (`mode` and `freezing` are read as usual)
-GRAPHNET_KEYS = ("template", "inductor_config")
-#: the values a str option may take (any other str option takes any str; extensions add theirs)
-CHOICES = {"cpu_backend": ("cpp", "triton"), "autocast_dtype": AUTOCAST_DTYPES}
-#: the least value of each int option (every int option has one)
-MINIMUMS = {"mix_order_min_numel": 0, "max_fusion_size": 1, "realize_reads_threshold": 0,
-            "realize_opcount_threshold": 0, "parallel_min_numel": 0}
 
 
-@dataclasses.dataclass(frozen=True)
+def declare(*options: Option):
+    for option in options:
+        assert option.name not in OPTIONS, f"option {option.name} declared twice"
+        OPTIONS[option.name] = option
+
+
+def declare_extension(name: str, doc: str, options: tuple[Option, ...] = (), presets: dict | None = None,
+                      modes: dict | None = None, aliases: dict | None = None):
+    """Make `name` a valid entry of `Config.extensions`, with the options only it reads, its
+    presets, what it adds to torch.compile's modes and Inductor's names of its options."""
+    declare(*(dataclasses.replace(o, extension=name) for o in options))
+    EXTENSIONS[name] = (doc, tuple(o.name for o in options))
+    for preset, values in (presets or {}).items():
+        PRESETS.setdefault(preset, {}).update(values)
+    for mode, values in (modes or {}).items():
+        MODES[mode].update(values)
+    ALIASES.update(aliases or {})
+
+
+declare(
+    Option("cpu_backend", str, "cpp", "Code generator for CPU tensors: 'cpp' (C++/OpenMP) or 'triton' (run by "
+           "Triton's interpreter).", choices=("cpp", "triton")),
+    Option("cxx", str, lambda: os.environ.get("CXX", "g++"), "C++ compiler to build CPU kernels with (default: $CXX "
+           "or g++)."),
+    Option("trace", str, lambda: os.environ.get("MINIINDUCTOR_TRACE") or None, "Folder to write a trace of every "
+           "compiled graph into (default: $MINIINDUCTOR_TRACE).", optional=True),
+    Option("fallback_all", bool, False, "Lower nothing: every op runs as an ATen call (for debugging a wrong "
+           "result)."),
+    Option("fallback_ops", tuple, (), "ATen ops (as str(op), e.g. 'aten.add.Tensor') that run as ATen calls (for "
+           "confirming a suspicious lowering).", convert=lambda ops: _op_names(ops)),
+    Option("fusion", bool, True, "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and "
+           "debugging)."),
+    Option("max_fusion_size", int, 64, "The most nodes one fused kernel may hold.", minimum=1),
+    Option("realize_reads_threshold", int, 4, "A value used twice is stored (not recomputed) when its body reads "
+           "more buffers than this.", minimum=0),
+    Option("realize_opcount_threshold", int, 30, "... or when its body runs more ops than this.", minimum=0),
+    Option("parallel_min_numel", int, 32768, "Loops with fewer elements than this run on one thread (an OpenMP "
+           "region costs more than they take).", minimum=0),
+    Option("autocast_enabled", bool, False, "Compile as if run under torch.autocast on the inputs' device, with "
+           "dtype autocast_dtype."),
+    Option("autocast_dtype", str, "bfloat16", "The low-precision dtype of autocast_enabled: 'bfloat16' or "
+           "'float16'.", choices=("bfloat16", "float16"), convert=lambda dtype: _dtype_name(dtype)),
+    Option("extensions", tuple, None, "The extensions (miniinductor/ext/) that run: None, every one; () the core "
+           "path alone (python -m miniinductor passes lists them).", optional=True),
+)
+
+
 class Config:
-    cpu_backend: str = "cpp"
-    "Code generator for CPU tensors: 'cpp' (C++/OpenMP) or 'triton' (run by Triton's interpreter)."
-    cxx: str = dataclasses.field(default_factory=lambda: os.environ.get("CXX", "g++"))
-    "C++ compiler to build CPU kernels with (default: $CXX or g++)."
-    cudagraphs: bool = False
-    "Record each GPU graph's kernel launches in a CUDA graph once and replay it (mode reduce-overhead)."
-    max_autotune: bool = False
-    "Time a few block sizes per Triton kernel on first launch and keep the fastest (GPU); matmuls choose between ATen and Triton GEMM templates."
-    max_autotune_gemm_backends: str = "ATEN,TRITON"
-    "With max_autotune, Triton kernels: matmul choices, 'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN' (CUTLASS: skipped)."
-    enable_persistent_tma_matmul: bool = False
-    "With max_autotune and Triton GEMM templates: persistent templates among the choices, TMA loads on compute capability 9.0+ (and the interpreter)."
-    gemm_fp32_precision: str = "ieee"
-    "With max_autotune, a float32 GEMM template's dot where TF32 is off: 'ieee' (as cuBLAS) or 'tf32x3' (3 TF32 products: faster, not eager's bits)."
-    coordinate_descent_tuning: bool = False
-    "With max_autotune: from the fastest GEMM template config, double or halve each block size, warps and stages while that is faster (GPU)."
-    trace: str | None = dataclasses.field(default_factory=lambda: os.environ.get("MINIINDUCTOR_TRACE") or None)
-    "Folder to write a trace of every compiled graph into (default: $MINIINDUCTOR_TRACE)."
-    fallback_all: bool = False
-    "Lower nothing: every op runs as an ATen call (for debugging a wrong result)."
-    fallback_ops: tuple[str, ...] = ()
-    "ATen ops (as str(op), e.g. 'aten.add.Tensor') that run as ATen calls (for confirming a suspicious lowering)."
-    fusion: bool = True
-    "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and debugging)."
-    mix_order_reduction: bool = True
-    "Triton: a row and a column reduction of the same input share one kernel that reads it once."
-    mix_order_min_numel: int = 2**22
-    "... when that input has at least this many elements (below, the extra launches cost more)."
-    combo_kernels: bool = True
-    "After fusion, independent pointwise kernels (an optimizer step's, one per parameter) share a few combo kernels."
-    max_fusion_size: int = 64
-    "The most nodes one fused kernel may hold."
-    realize_reads_threshold: int = 4
-    "A value used twice is stored (not recomputed) when its body reads more buffers than this."
-    realize_opcount_threshold: int = 30
-    "... or when its body runs more ops than this."
-    layout_optimization: bool = True
-    "Inference graphs, C++ kernels or the GPU: 2-D convolutions take their input channels-last, which oneDNN and cuDNN run faster."
-    winograd: bool = True
-    "C++ backend, inference: 3x3 stride-1 float32 convolutions by Winograd F(2x2, 3x3) (ext/cpu_conv/winograd_kernel.py: 2.25x fewer multiplies)."
-    onednn_linear: bool = True
-    "C++ backend: float32 Linear-shaped matmuls (and a GELU after one) through oneDNN where compile-time timing finds it faster than ATen's BLAS."
-    parallel_min_numel: int = 32768
-    "Loops with fewer elements than this run on one thread (OpenMP start-up costs ~µs)."
-    freezing: bool = False
-    "Inference only: parameters and buffers become constants, and ops on them alone run once at compile time (later changes to them may not be seen)."
-    autocast_enabled: bool = False
-    "Compile as if run under torch.autocast on the inputs' device, with dtype autocast_dtype."
-    autocast_dtype: str = "bfloat16"
-    "The low-precision dtype of autocast_enabled: 'bfloat16' or 'float16'."
-    cpp_wrapper: bool = False
-    ("the wrapper that allocates buffers and calls the kernels is C++, compiled (CPU: with the C++ kernels; "
-     "GPU: it launches the Triton kernels through the CUDA driver), for less host time per call.")
-    extensions: tuple[str, ...] | None = None
-    "The extensions (miniinductor/ext/) that run: None, every one; () the core path alone (python -m miniinductor passes lists them)."
+    """Every option's value, frozen: `config.fusion`, `config.max_autotune` (an extension's),
+    compared and hashed by value. `Config(**options)` checks each value; `replace` makes a
+    changed copy."""
+    __slots__ = ("_values",)
 
-    def __post_init__(self):
-        """Every field checked against its annotation (bool: True or False only; int: an int,
-        not a bool or float, at least MINIMUMS[name]; str: one of CHOICES[name] where listed;
-        `X | None`: None too), so a bad value fails here, naming the option, not deep inside."""
-        for name, hint in _field_types().items():
-            _check_option(name, getattr(self, name), hint)
+    def __init__(self, **options):
+        unknown = [name for name in options if name not in OPTIONS]
+        if unknown:
+            raise TypeError(f"Config got unknown options {', '.join(unknown)}")
+        values = {name: o.normalize(options[name]) if name in options else o.default_value()
+                  for name, o in OPTIONS.items()}
+        object.__setattr__(self, "_values", values)
+        for name, value in values.items():
+            OPTIONS[name].check(value)
         for check in OPTION_CHECKS:
             check(self)
-        unknown = [e for e in self.extensions or () if e not in EXTENSIONS]
-        if unknown:
-            raise ValueError(f"option extensions lists {', '.join(map(repr, unknown))}: valid extensions are "
+        bad = [e for e in self.extensions or () if e not in EXTENSIONS]
+        if bad:
+            raise ValueError(f"option extensions lists {', '.join(map(repr, bad))}: valid extensions are "
                              f"{', '.join(EXTENSIONS) or '(none registered)'}")
+
+    def __getattr__(self, name):
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(f"Config has no option {name!r}") from None
+
+    def __setattr__(self, name, value):
+        raise dataclasses.FrozenInstanceError(f"cannot assign to option {name!r}: use config.replace({name}=...)")
+
+    def __eq__(self, other):
+        return isinstance(other, Config) and self._values == other._values
+
+    def __hash__(self):
+        return hash(tuple(self._values.items()))
+
+    def __repr__(self):
+        return f"Config({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
+
+    def __reduce__(self):
+        return _rebuild, (self._values,)
+
+    def replace(self, **changes) -> "Config":
+        return Config(**{**self._values, **changes})
+
+    def as_dict(self) -> dict:
+        return dict(self._values)
 
     def uses(self, extension: str) -> bool:
         """Whether passes and tables of `extension` take part ("core" and "triton" always do)."""
@@ -183,15 +228,8 @@ class Config:
 
     @classmethod
     def field_help(cls) -> dict[str, tuple[object, str]]:
-        """name → (default, one-line help), read from the attribute docstrings above."""
-        tree = ast.parse(inspect.getsource(cls))
-        body = tree.body[0].body
-        helps = {}
-        for stmt, nxt in zip(body, body[1:]):
-            if isinstance(stmt, ast.AnnAssign) and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant):
-                helps[stmt.target.id] = nxt.value.value
-        defaults = cls()
-        return {f.name: (getattr(defaults, f.name), helps.get(f.name, "")) for f in dataclasses.fields(cls)}
+        """name → (default, one-line help)."""
+        return {name: (o.default_value(), o.help) for name, o in OPTIONS.items()}
 
     @classmethod
     def build(cls, mode: str | None = None, options: dict | None = None, preset: str | None = None,
@@ -215,31 +253,31 @@ class Config:
     @classmethod
     def from_options(cls, options: dict | None = None) -> "Config":
         options = _resolve_aliases(options)
-        names = [f.name for f in dataclasses.fields(cls)]
+        names = list(OPTIONS)
         for key in options:
             if key not in names:
                 close = difflib.get_close_matches(key, names + list(ALIASES), n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names + list(ALIASES))}")
-        if isinstance(options.get("autocast_dtype"), torch.dtype):   # torch.bfloat16 → "bfloat16"
-            options["autocast_dtype"] = str(options["autocast_dtype"]).removeprefix("torch.")
-        if isinstance(options.get("fallback_ops"), (list, tuple, set, str, torch._ops.OpOverload)):
-            ops = options["fallback_ops"]   # hashable, like every field; ops by name, as str(op)
-            ops = [ops] if isinstance(ops, (str, torch._ops.OpOverload)) else ops
-            options["fallback_ops"] = tuple(str(op) if isinstance(op, torch._ops.OpOverload) else op for op in ops)
-        for name in ("cxx", "trace"):   # a pathlib.Path → its str
-            if isinstance(options.get(name), os.PathLike):
-                options[name] = os.fspath(options[name])
-        for name in MINIMUMS:   # a numpy integer → int (a bool stays, and fails the check)
-            value = options.get(name)
-            if isinstance(value, numbers.Integral) and not isinstance(value, (int, bool)):
-                options[name] = int(value)
-        if isinstance(options.get("extensions"), (list, set)):   # hashable, like every field
-            options["extensions"] = tuple(options["extensions"])
-        if isinstance(options.get("max_autotune_gemm_backends"), str):   # " aten, triton" → "ATEN,TRITON"
-            options["max_autotune_gemm_backends"] = ",".join(
-                b.strip().upper() for b in options["max_autotune_gemm_backends"].split(","))
-        return cls(**options)   # __post_init__ checks every value
+        return cls(**options)   # each value converted and checked
+
+
+def _op_names(ops):
+    """fallback_ops as given (an op, its name, or several) → a tuple of names, as str(op)."""
+    if isinstance(ops, (str, torch._ops.OpOverload)):
+        ops = [ops]
+    if isinstance(ops, (list, tuple, set)):
+        return tuple(str(op) if isinstance(op, torch._ops.OpOverload) else op for op in ops)
+    return ops
+
+
+def _dtype_name(dtype):
+    """autocast_dtype given as torch.bfloat16 → "bfloat16"."""
+    return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else dtype
+
+
+def _rebuild(values: dict) -> Config:
+    return Config(**values)
 
 
 def _resolve_aliases(options: dict | None) -> dict:
@@ -265,73 +303,14 @@ def _one_value(name, *values):
 def log_unavailable_features(config: Config):
     """One info line for each Inductor feature `config` asks for that is accepted but not built,
     and for each option set away from its default whose extension is off."""
-    defaults = Config()
     for name, (_, options) in EXTENSIONS.items():
-        changed = [o for o in options if getattr(config, o) != getattr(defaults, o)]
+        changed = [o for o in options if getattr(config, o) != OPTIONS[o].default_value()]
         if changed and not config.uses(name):
             log.info("option %s ignored: extension %s is off (extensions=%s)", ", ".join(changed), name,
                      list(config.extensions))
     for extension, note in FEATURE_NOTES:
         if config.uses(extension):
             note(config)
-
-
-_TYPE_WORDS = {bool: "True or False", int: "an int", str: "a str", tuple: "a tuple", type(None): "None"}
-
-
-@functools.cache
-def _field_types() -> dict:
-    """Config's field name → its annotation, evaluated (`str | None`, `tuple[str, ...]`)."""
-    hints = typing.get_type_hints(Config)
-    return {f.name: hints[f.name] for f in dataclasses.fields(Config)}
-
-
-def _alternatives(hint) -> tuple:
-    """`X | Y` → (X, Y); anything else → (hint,)."""
-    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
-
-
-def _allows(name, value, hint) -> bool:
-    """Whether `value` is one that option `name`, annotated `hint`, takes."""
-    for kind in _alternatives(hint):
-        base, args = typing.get_origin(kind) or kind, typing.get_args(kind)
-        if base is type(None):
-            ok = value is None
-        elif base is bool:
-            ok = isinstance(value, bool)
-        elif base is int:
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= MINIMUMS.get(name, value)
-        elif base is str:
-            ok = isinstance(value, str) and value in CHOICES.get(name, (value,))
-        elif base is tuple:
-            item = args[0] if len(args) == 2 and args[1] is Ellipsis else None
-            ok = isinstance(value, tuple) and (item is None or all(_allows(name, v, item) for v in value))
-        else:
-            raise TypeError(f"Config.{name}: no check for its annotation {kind!r}")
-        if ok:
-            return True
-    return False
-
-
-def _describe(name, hint) -> str:
-    """What option `name`, annotated `hint`, takes, in words: "an int >= 1", "one of 'cpp', 'triton'"."""
-    words = []
-    for kind in _alternatives(hint):
-        base, args = typing.get_origin(kind) or kind, typing.get_args(kind)
-        if base is int and name in MINIMUMS:
-            words.append(f"an int >= {MINIMUMS[name]}")
-        elif base is str and name in CHOICES:
-            words.append(f"one of {', '.join(map(repr, CHOICES[name]))}")
-        elif base is tuple and len(args) == 2 and args[1] is Ellipsis:
-            words.append(f"a tuple of {args[0].__name__}")
-        else:
-            words.append(_TYPE_WORDS[base])
-    return " or ".join(words)
-
-
-def _check_option(name, value, hint):
-    if not _allows(name, value, hint):
-        raise ValueError(f"option {name}={value!r}: expected {_describe(name, hint)}")
 
 
 def _lookup(kind, name, table):
@@ -344,7 +323,7 @@ def _lookup(kind, name, table):
 
 def list_mode_options(mode: str | None = None) -> dict:
     """What each mode sets (or one mode's settings), like torch._inductor.list_mode_options."""
-    return dict(MODES) if mode is None else dict(_lookup("mode", mode, MODES))
+    return {k: dict(v) for k, v in MODES.items()} if mode is None else dict(_lookup("mode", mode, MODES))
 
 
 def list_options() -> str:

@@ -5,7 +5,6 @@ values are rejected with the valid ones named, the documented precedence holds, 
 """
 from __future__ import annotations
 
-import dataclasses
 import shutil
 
 import pytest
@@ -62,7 +61,7 @@ def non_default_options(tmp_path) -> dict:
         "cpp_wrapper": True,
         "extensions": ("gemm", "cpu_conv", "layout", "mix_order", "combo", "cpp_wrapper", "cudagraphs", "freezing"),
     }
-    assert set(values) == {f.name for f in dataclasses.fields(Config)}, "a new option needs a value here"
+    assert set(values) == set(config_module.OPTIONS), "a new option needs a value here"
     defaults = Config()
     assert all(values[k] != getattr(defaults, k) for k in values)
     return values
@@ -87,7 +86,7 @@ def test_every_option_reaches_the_compiled_graph(route, tmp_path):
     else:
         compiled = miniinductor.compile(model, **options)
     config, out = compiled_config(compiled, x)
-    assert dataclasses.asdict(config) == options
+    assert config.as_dict() == options
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
         expected = model(x)
     assert out.dtype == expected.dtype == torch.float16
@@ -95,14 +94,14 @@ def test_every_option_reaches_the_compiled_graph(route, tmp_path):
     assert any((tmp_path / "trace").iterdir()), "the trace option wrote nothing"
 
 
-@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(Config)])
+@pytest.mark.parametrize("name", list(config_module.OPTIONS))
 def test_each_option_alone_reaches_the_compiled_graph(name, tmp_path):
     value = non_default_options(tmp_path)[name]
     if name == "cpu_backend":
         pytest.importorskip("triton")
     model, x = Tiny().eval(), torch.randn(4, 8)
     config, out = compiled_config(miniinductor.compile(model, **{name: value}), x)
-    assert config == dataclasses.replace(Config(), **{name: value})
+    assert config == Config().replace(**{name: value})
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=name == "autocast_enabled"):
         expected = model(x)
     assert out.dtype == expected.dtype
@@ -274,9 +273,9 @@ def test_every_kind_of_field_is_checked(options, message):
 
 
 def test_checks_come_from_the_annotations():
-    types = {f.name: f.type for f in dataclasses.fields(Config)}
-    assert {n for n, t in types.items() if t == "int"} == set(config_module.MINIMUMS)
-    assert set(config_module.CHOICES) <= {n for n, t in types.items() if t == "str"}
+    options = config_module.OPTIONS.values()
+    assert all(o.minimum is not None for o in options if o.kind is int)   # every int option has a least value
+    assert all(o.kind in (str, tuple) for o in options if o.choices is not None)
     config = Config.build(options={"max_fusion_size": 1, "mix_order_min_numel": 0, "trace": None,
                                    "fallback_ops": ["aten.add.Tensor", torch.ops.aten.mul.Tensor]})
     assert config.max_fusion_size == 1 and config.fallback_ops == ("aten.add.Tensor", "aten.mul.Tensor")

@@ -15,7 +15,6 @@ decorated). The interpreter is slow: tensors stay small.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import pytest
@@ -162,7 +161,7 @@ def reference_buffers(fn, inputs, compiled) -> dict[str, torch.Tensor]:
         return run_graph(compiled.graph, inputs)
     cpu_inputs = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
     gm = make_fx(_as_tuple(fn), decomposition_table=decomposition_table())(*cpu_inputs)
-    config = dataclasses.replace(compiled.config, cpu_backend="triton")  # lowered as for the GPU
+    config = compiled.config.replace(cpu_backend="triton")  # lowered as for the GPU
     return run_graph(lower(gm, cpu_inputs, config), cpu_inputs)
 
 

@@ -165,15 +165,15 @@ print("torch.compile(fn, backend=miniinductor) matches eager")
 # ## 4. `miniinductor.compile`: the same, with options checked
 #
 # `miniinductor.compile(fn, **options)` is `torch.compile(fn, backend=...)` with
-# `dynamic=False` by default and options validated up front. Options are the fields of one frozen
-# dataclass, `miniinductor.Config`, that is passed explicitly through every phase (no
-# global mutable config module):
+# `dynamic=False` by default and options validated up front. Options live in one frozen
+# `miniinductor.Config`, passed explicitly through every phase (no global mutable config
+# module); the core declares its own, and each extension (miniinductor/ext/) its own:
 
 # %%
-import dataclasses
+from miniinductor.config import OPTIONS
 
-for field in dataclasses.fields(miniinductor.Config):
-    print(f"  {field.name:18} default={getattr(miniinductor.Config(), field.name)!r}")
+for name, option in OPTIONS.items():
+    print(f"  {name:28} default={getattr(miniinductor.Config(), name)!r:14} ({option.extension})")
 
 try:
     miniinductor.compile(fn, paralel_min_numel=1)  # a typo

@@ -5,13 +5,15 @@ decompositions.py turns foreach ops into one op per list element (an entry of th
 EXTRA_DECOMPOSITIONS), schedule.py combines the resulting kernels (`ComboGroup`), kernel.py
 writes a combo's kernel for either backend (a kernel kind ahead of the core's)."""
 from ...capture.decompositions import EXTRA_DECOMPOSITIONS
-from ...config import declare_extension
+from ...config import Option, declare_extension
 from ...passes import Pass, kernel_kind, register
 from .decompositions import foreach_decompositions
 from .kernel import COMBO_KERNELS
 from .schedule import ComboGroup, combine_kernels
 
-declare_extension("combo", "independent pointwise kernels share combo kernels", ("combo_kernels",))
+declare_extension("combo", "independent pointwise kernels share combo kernels", (
+    Option("combo_kernels", bool, True, "After fusion, independent pointwise kernels (an optimizer step's, one per "
+           "parameter) share a few combo kernels."),))
 
 
 def _combine(scheduler, ctx):

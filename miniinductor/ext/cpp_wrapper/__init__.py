@@ -3,12 +3,15 @@
 and loads it)."""
 import logging
 
-from ...config import declare_extension
+from ...config import Option, declare_extension
 from ...passes import Pass, register
 from .codegen import CppWrapperCodeGen, CppWrapperUnsupported
 
 log = logging.getLogger("miniinductor")
-declare_extension("cpp_wrapper", "the wrapper in C++, compiled, for less host time per call", ("cpp_wrapper",))
+declare_extension("cpp_wrapper", "the wrapper in C++, compiled, for less host time per call", (
+    Option("cpp_wrapper", bool, False, "the wrapper that allocates buffers and calls the kernels is C++, compiled "
+           "(CPU: with the C++ kernels; GPU: it launches the Triton kernels through the CUDA driver), for less "
+           "host time per call."),), presets={"cpp_wrapper": {"cpp_wrapper": True}})
 
 
 def generate_cpp_wrapper(kernels, ctx):

@@ -3,7 +3,7 @@ eval BatchNorm folded into a convolution, ReLU moved after max-pooling, and Wino
 F(2x2, 3x3) convolutions (onednn.py, conv_affine.py, winograd.py and its op in
 winograd_kernel.py). The ops they put in the graph run in ATen (extern calls, logged quietly);
 the Winograd op's input is stored channels-last (an `EXTERN_LAYOUTS` entry)."""
-from ...config import declare_extension
+from ...config import Option, declare_extension
 from ...lowering.graph import EXTERN_BY_DESIGN
 from ...lowering.strides import require_channels_last
 from ...passes import EXTERN_LAYOUTS, Pass, register
@@ -12,8 +12,11 @@ from .onednn import onednn_linear
 from .winograd import OP as WINOGRAD
 from .winograd import winograd_convolutions
 
-declare_extension("cpu_conv", "C++: oneDNN linears, conv + BatchNorm folding, Winograd convolutions",
-                  ("winograd", "onednn_linear"))
+declare_extension("cpu_conv", "C++: oneDNN linears, conv + BatchNorm folding, Winograd convolutions", (
+    Option("winograd", bool, True, "C++ backend, inference: 3x3 stride-1 float32 convolutions by Winograd F(2x2, "
+           "3x3) (ext/cpu_conv/winograd_kernel.py: 2.25x fewer multiplies)."),
+    Option("onednn_linear", bool, True, "C++ backend: float32 Linear-shaped matmuls (and a GELU after one) through "
+           "oneDNN where compile-time timing finds it faster than ATen's BLAS.")))
 
 
 def _cpp(ctx) -> bool:

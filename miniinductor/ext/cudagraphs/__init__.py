@@ -2,12 +2,16 @@
 (mode="reduce-overhead"; record.py)."""
 import logging
 
-from ...config import declare_extension
+from ...config import Option, declare_extension
 from ...passes import Pass, register
 from .record import cudagraphify
 
 log = logging.getLogger("miniinductor")
-declare_extension("cudagraphs", "GPU graphs recorded once as CUDA graphs and replayed", ("cudagraphs",))
+declare_extension("cudagraphs", "GPU graphs recorded once as CUDA graphs and replayed", (
+    Option("cudagraphs", bool, False, "Record each GPU graph's kernel launches in a CUDA graph once and replay it "
+           "(mode reduce-overhead)."),), presets={"cudagraphs": {"cudagraphs": True}},
+    modes={"reduce-overhead": {"cudagraphs": True}, "max-autotune": {"cudagraphs": True}},
+    aliases={"triton.cudagraphs": "cudagraphs"})
 
 
 def cudagraphs(call, ctx):

@@ -14,7 +14,7 @@ epilogues fused and timed, and the addmm rewrites around them.
 """
 from ...config import declare_extension
 from ...passes import FUSION_RULES, MATMUL_CHOICES, NODE_KINDS, POLICY_PATCHES, Pass, kernel_kind, register
-from . import options  # noqa: F401  (the options' checks and notes)
+from . import options  # the options, their checks and notes
 from .epilogue_tuning import benchmark_epilogue_fusion
 from .ir import TemplateBuffer
 from .lowering import addmm_activation, gemm_template, note_unused_tma, prefetch_gemm_templates, unfuse_addmm
@@ -22,8 +22,7 @@ from .scheduling import TemplateSchedulerNode, template_fusion
 from .template import kernel_for_template_group
 
 declare_extension("gemm", "GEMM templates, autotuning and epilogue fusion (max_autotune), addmm rewrites",
-                  ("max_autotune", "max_autotune_gemm_backends", "enable_persistent_tma_matmul",
-                   "gemm_fp32_precision", "coordinate_descent_tuning"))
+                  options.OPTIONS, presets=options.PRESETS, modes=options.MODES, aliases=options.ALIASES)
 
 
 def _tune_epilogues(scheduler, ctx):

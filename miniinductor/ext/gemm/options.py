@@ -1,9 +1,9 @@
 """The gemm extension's options: their valid values, the matmul choices they leave, and the
 info lines about what they ask for that is not built here.
 
-The fields themselves (`max_autotune_gemm_backends`, `gemm_fp32_precision`, ...) are still
-declared in config.py's `Config`; this module adds their checks (config.CHOICES,
-config.OPTION_CHECKS) and notes (config.FEATURE_NOTES). Mirrors the GEMM part of
+The options themselves (`max_autotune`, `max_autotune_gemm_backends`, `gemm_fp32_precision`,
+...), their presets and what they add to torch.compile's modes; their joint check
+(config.OPTION_CHECKS) and notes (config.FEATURE_NOTES). Mirrors the GEMM part of
 `torch/_inductor/config.py` (`max_autotune_gemm_backends`) and Inductor's CUTLASS lookup
 (`codegen/cuda/cutlass_utils.py`, `try_import_cutlass`). Simplified: CUTLASS is accepted but
 never built; its choices are dropped with one info line.
@@ -14,7 +14,7 @@ import importlib.util
 import logging
 import shutil
 
-from ...config import CHOICES, FEATURE_NOTES, OPTION_CHECKS
+from ...config import FEATURE_NOTES, OPTION_CHECKS, Option
 
 log = logging.getLogger("miniinductor")
 #: the float32 dots a GEMM template may use with TF32 off (Triton's `input_precision`)
@@ -56,6 +56,25 @@ def log_unavailable(config):
                  "CUTLASS is not installed (pip install nvidia-cutlass, and nvcc from the CUDA toolkit)")
 
 
-CHOICES["gemm_fp32_precision"] = GEMM_FP32_PRECISIONS
+OPTIONS = (
+    Option("max_autotune", bool, False, "Time a few block sizes per Triton kernel on first launch and keep the "
+           "fastest (GPU); matmuls choose between ATen and Triton GEMM templates."),
+    Option("max_autotune_gemm_backends", str, "ATEN,TRITON", "With max_autotune, Triton kernels: matmul choices, "
+           "'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN' (CUTLASS: skipped).",
+           convert=lambda v: ",".join(b.strip().upper() for b in v.split(",")) if isinstance(v, str) else v),
+    Option("enable_persistent_tma_matmul", bool, False, "With max_autotune and Triton GEMM templates: persistent "
+           "templates among the choices, TMA loads on compute capability 9.0+ (and the interpreter)."),
+    Option("gemm_fp32_precision", str, "ieee", "With max_autotune, a float32 GEMM template's dot where TF32 is off: "
+           "'ieee' (as cuBLAS) or 'tf32x3' (3 TF32 products: faster, not eager's bits).",
+           choices=GEMM_FP32_PRECISIONS),
+    Option("coordinate_descent_tuning", bool, False, "With max_autotune: from the fastest GEMM template config, "
+           "double or halve each block size, warps and stages while that is faster (GPU)."),
+)
+PRESETS = {"max_autotune": {"max_autotune": True},
+           "cutlass": {"max_autotune": True, "max_autotune_gemm_backends": "ATEN,TRITON,CUTLASS"},
+           "tma": {"max_autotune": True, "enable_persistent_tma_matmul": True},
+           "triton": {"max_autotune_gemm_backends": "TRITON"}}   # the triton preset: templates only
+MODES = {"max-autotune": {"max_autotune": True}, "max-autotune-no-cudagraphs": {"max_autotune": True}}
+ALIASES = {"triton.enable_persistent_tma_matmul": "enable_persistent_tma_matmul"}
 OPTION_CHECKS.append(check_backends)
 FEATURE_NOTES.append(("gemm", log_unavailable))

@@ -1,11 +1,13 @@
 """Extension `layout`: channels-last convolutions in inference graphs (C++ and GPU), as
 Inductor's layout optimisation (channels_last.py): the pass decides, the lowering of each
 convolution then takes its `EXTERN_LAYOUTS` entry."""
-from ...config import declare_extension
+from ...config import Option, declare_extension
 from ...passes import EXTERN_LAYOUTS, POLICY_PATCHES, Pass, register
 from .channels_last import channels_last_conv, decide_layout_opt
 
-declare_extension("layout", "inference graphs' 2-D convolutions channels-last", ("layout_optimization",))
+declare_extension("layout", "inference graphs' 2-D convolutions channels-last", (
+    Option("layout_optimization", bool, True, "Inference graphs, C++ kernels or the GPU: 2-D convolutions take "
+           "their input channels-last, which oneDNN and cuDNN run faster."),))
 
 
 def _decide(gm, ctx):

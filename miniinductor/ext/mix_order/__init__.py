@@ -6,13 +6,16 @@ writes their kernel (`MixOrderKernel`, a kernel kind ahead of the core's Triton 
 The policy fields it sets (`mix_order_reduction`, `mix_order_min_numel`) are also read by
 the core's split reductions (lowering/reductions.py), which leave such column sums whole.
 """
-from ...config import declare_extension
+from ...config import Option, declare_extension
 from ...passes import POLICY_PATCHES, Pass, kernel_kind, register
 from .kernel import MixOrderKernel
 from .schedule import MixOrderGroup, fuse_mix_order
 
-declare_extension("mix_order", "Triton: a row and a column reduction of one input in one kernel",
-                  ("mix_order_reduction", "mix_order_min_numel"))
+declare_extension("mix_order", "Triton: a row and a column reduction of one input in one kernel", (
+    Option("mix_order_reduction", bool, True, "Triton: a row and a column reduction of the same input share one "
+           "kernel that reads it once."),
+    Option("mix_order_min_numel", int, 2**22, "... when that input has at least this many elements (below, the "
+           "extra launches cost more).", minimum=0)))
 
 
 def _kernel(group, ctx):
