@@ -36,7 +36,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from . import metrics
 from .capture import capture
 from .codegen.cpp import CppKernel
-from .codegen.cpp_vec import with_vector_twin
+from .ext.cpu_fast.vec import with_vector_twin
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
 from .codegen.triton_tiling import kernel_for_group

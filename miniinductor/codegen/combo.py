@@ -51,7 +51,7 @@ from ..runtime.triton_runtime import HELPERS, cdiv
 from ..virtualized import V
 from .common import IndentedBuffer, Kernel, KernelArgs
 from .cpp import CppKernel, c_function
-from .cpp_vec import with_vector_twin
+from ..ext.cpu_fast.vec import with_vector_twin
 from .triton import TritonKernel
 from .triton_program import jit_decorator
 

@@ -66,9 +66,9 @@ from ..ir.sizevars import is_static
 from ..ops_handler import BINARY_OPS, UNARY_OPS
 from ..virtualized import V
 from .common import CSEVariable, IndentedBuffer, Kernel, affine_strides, canonical_len, compute_dtype, innermost_strides
-from .cpp_loops import Loop
-from .cpp_reduction import COLUMN_TILE, WIDE_COLUMN_TILE, CppReductionLoops
-from .cpp_tiles import CppTiledLoops
+from ..ext.cpu_fast.loops import Loop
+from ..ext.cpu_fast.reduction import COLUMN_TILE, WIDE_COLUMN_TILE, CppReductionLoops
+from ..ext.cpu_fast.tiles import CppTiledLoops
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",

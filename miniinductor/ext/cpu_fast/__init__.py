@@ -1,6 +1,6 @@
 """Extension `cpu_fast`: the C++ kernels' fast forms: explicit vectors, Welford variance,
 single-row matmuls as reduction kernels."""
-from ...codegen.cpp_reduction import LANES
+from .reduction import LANES
 from ...codegen.policy import VECTOR_MATRIX_MAX
 from ...config import declare_extension
 from ...passes import POLICY_PATCHES

@@ -127,7 +127,7 @@ def test_bench_cpu_runs_a_subset_without_rewriting_the_docs():
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     docs = (root / "docs" / "benchmarks.md").read_text()
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_cpu.py"), "--quick", "--no-cold",
                            "--repeats", "1", "--cases", "pointwise", "colsum_rowmax"],
@@ -150,7 +150,7 @@ def test_bench_cpu_runs_under_mimalloc():
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     script = [sys.executable, str(root / "benchmarks" / "bench_cpu.py"), "--quick", "--no-cold", "--repeats", "1",
               "--malloc", "mimalloc", "--cases", "layernorm"]
     done = subprocess.run(script, capture_output=True, text=True, timeout=600, cwd=root)

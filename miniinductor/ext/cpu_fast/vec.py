@@ -41,12 +41,12 @@ from __future__ import annotations
 import sympy
 import torch
 
-from ..ir.indexing import simplify_with_ranges
-from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.cpp_builder import vector_lanes
-from ..virtualized import V
-from .common import Kernel
-from .cpp import COMPUTE_TYPE, CppKernel, CppOverrides, cpp_constant
+from ...ir.indexing import simplify_with_ranges
+from ...ops_handler import BINARY_OPS, UNARY_OPS
+from ...runtime.cpp_builder import vector_lanes
+from ...virtualized import V
+from ...codegen.common import Kernel
+from ...codegen.cpp import COMPUTE_TYPE, CppKernel, CppOverrides, cpp_constant
 
 #: ops that take masks (an int32 vector of -1 or 0: bools), and those whose result is one
 MASK_ARGUMENTS = {f"{kind}_{op}" for kind in ("logical", "bitwise") for op in ("and", "or", "xor", "not")}

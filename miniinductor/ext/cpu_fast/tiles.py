@@ -11,10 +11,10 @@ import dataclasses
 
 import sympy
 
-from ..ir.sizevars import is_static
-from ..virtualized import V
-from .common import IndentedBuffer
-from .cpp_loops import TILE, Loop, hoist_invariant, loop_plan, merged_dims, tile_buffer_code
+from ...ir.sizevars import is_static
+from ...virtualized import V
+from ...codegen.common import IndentedBuffer
+from .loops import TILE, Loop, hoist_invariant, loop_plan, merged_dims, tile_buffer_code
 
 
 class CppTiledLoops:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..ir.sizevars import is_static
+from ...ir.sizevars import is_static
 
 #: the side of a transposing kernel's tiles: 16 floats, one 64-byte cache line
 TILE = 16

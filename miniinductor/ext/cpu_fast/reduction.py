@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..ir.sizevars import is_static
+from ...ir.sizevars import is_static
 
 #: columns per tile of an outer reduction (CppKernel.reduces_columns): accumulators per thread;
 #: the wide tile where every thread still gets one (x.sum(0) of [2048, 2048] on 2 threads: a row's

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, randn
 
-from miniinductor.codegen.cpp_loops import hoist_invariant
+from miniinductor.ext.cpu_fast.loops import hoist_invariant
 
 needs_cpp = pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
                                reason="reads miniinductor's C++ kernels")
@@ -96,7 +96,7 @@ def test_layout_kernels_benchmark_runs():
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "layout_kernels_cpu.py"
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "layout_kernels_cpu.py"
     done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = re.findall(r"^\| (\w+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", done.stdout, re.M)
