@@ -396,3 +396,16 @@ def check_training_step(module, compiled, x, grad_out, rtol=1e-4, atol=1e-4):
     for name, p in module.named_parameters():
         torch.testing.assert_close(grads[name], p.grad, rtol=rtol, atol=atol, msg=name)
     return out
+
+
+# --------------------------------------------------------------------------
+# extensions
+# --------------------------------------------------------------------------
+def extension_on(name: str) -> bool:
+    """Is extension `name` (miniinductor/ext/) on in this run's compiles? MINIINDUCTOR_TEST_OPTIONS
+    may turn extensions off (`{"extensions": []}`, or `{"preset": "core"}`): the tests of an
+    extension's own effect skip then (`pytest.mark.skipif(not extension_on(...), ...)`)."""
+    if not USING_MINIINDUCTOR:
+        return False
+    from miniinductor.config import Config
+    return Config.build(options=dict(TEST_OPTIONS)).uses(name)

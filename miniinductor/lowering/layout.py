@@ -7,7 +7,7 @@ on the CPU, whenever the graph has a convolution) and its convolution lowering t
 a channels-last input (`require_channels_last` in `torch/_inductor/lowering.py` and
 `kernel/conv.py`). The convolution's output comes out channels-last, and the kernels that
 read it follow its strides; graph outputs keep eager's strides (realize_output in graph.py),
-so an epilogue writing NCHW reads NHWC: a transposing kernel, tiled (codegen/cpp_loops.py).
+so an epilogue writing NCHW reads NHWC: a transposing kernel, tiled (ext/cpu_fast/loops.py).
 
 Measured at [8, 64, 32, 32] x Conv2d(64, 64, 3), two shared cores (`benchmarks/bench_cpu.py`
 conv_bn_relu, docs/benchmarks.md): ATen's convolution alone took 4.6-6.7 ms on an NCHW input
@@ -33,7 +33,7 @@ Simplified against Inductor:
     AOTAutograd compiled against them; Inductor reports its real strides back to
     AOTAutograd instead), so each convolution would add a transposing copy, and
     `convolution_backward` stays NCHW. Symbolic sizes keep NCHW too: the copies would be
-    gathers there (cpp_loops.py tiles static sizes only), costing what the convolution gains.
+    gathers there (ext/cpu_fast/loops.py tiles static sizes only), costing what the convolution gains.
   * The input and the weight are copied to channels-last at every call (with freezing, Inductor
     converts a constant weight once). Non-transposed 4-D floating-point convolutions only. The
     decision is logged (`miniinductor` logger, INFO) and kept in `GraphLowering.layout_opt`.

@@ -36,7 +36,8 @@ the same way (the product rounded to float16/bfloat16 first, as unfuse_addmm's a
 `vector_matrix`: on the CPU, a single row times a Linear's weight (`[1, K] @ w.t()`, batch-1
 inference) is a reduction kernel of ours, the previous layer's bias and activation inlined
 into its loads. Inductor's CPU `addmm`/`mm` decompositions (`torch/_inductor/decomposition.py`)
-do this for K, N <= 16 only; ours goes up to `VECTOR_MATRIX_MAX` elements (codegen/policy.py),
+do this for K, N <= 16 only; ours goes up to `VECTOR_MATRIX_MAX` elements (ext/cpu_fast, which
+sets `BackendPolicy.vector_matrix_max`: 0, never, with the extension off),
 where a BLAS call's per-call cost, not its arithmetic, set the time: a six-layer
 Linear(256, 256) MLP's `call(args)` took 175 µs as six `addmm` calls, 91 µs as our kernels.
 """

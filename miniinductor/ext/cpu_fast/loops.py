@@ -1,5 +1,5 @@
 """The loop nest of a C++ pointwise kernel: in which order its loops run, and 2-D tiles for
-transposes. Used by CppKernel.codegen_loops (codegen/cpp.py).
+transposes. Used by CppFastKernel.codegen_loops (kernel.py).
 
 A pointwise kernel's body computes one element from its index alone, so its loops may run
 in any order. By default they run in the order of the buffer's logical dims (N, C, H, W),
@@ -7,18 +7,18 @@ which walks memory in order only for a contiguous store. Two cases were slow
 (channels-last [8, 64, 32, 32], two threads):
 
   * a channels-last store (C has stride 1): the innermost loop, W, stepped 64 floats per
-    element on both sides (relu of a channels-last tensor: 1.2 ms; Inductor 0.24 ms).
+    element on both sides (relu of a channels-last tensor: several times Inductor's time).
     `loop_plan` orders the loops by the first store's strides, largest outside, so that
     the innermost loop is the one the store is contiguous along.
   * a transpose (a load contiguous along another dim than the store, e.g. a channels-last
     convolution's output read by a kernel that writes NCHW): one side strides whatever the
-    order (1.2-1.5 ms for BatchNorm + ReLU so; Inductor 0.36 ms). The two dims, `a` (the
+    order (BatchNorm + ReLU so: several times Inductor's time). The two dims, `a` (the
     load's contiguous one) and the store's innermost `b`, are cut into TILE x TILE tiles: the
     loops walk the tiles (the inner of the two along the dim where the transpose's strided
     side moves least: `_tiles_along_a`); in each, every transposed load is first copied into a local array
     (`tile_buffer_code`: `mi_transpose_16x16`, or a scalar loop), then `a` and `b` run over
     the tile, `b` innermost (`omp simd`: the array read and the store both contiguous).
-    BatchNorm + ReLU: 0.21 ms.
+    BatchNorm + ReLU then ran faster than Inductor's kernel.
 
 Mirrors the loop-order choice of `torch/_inductor/ir.py` (`ComputedBuffer.simplify_and_reorder`,
 `pick_loop_order`: loops sorted by the strides of the buffer's reads and writes) and the
@@ -30,10 +30,10 @@ kernel, 16 x 16; float32 tiles are transposed in registers (with AVX-512) where 
 whole, or wherever reading it whole stays inside the input (else, and for other dtypes: a
 scalar copy loop); stores are never staged through a tile. A transposing kernel's adjacent
 dims that every access walks as one (`merged_dims`, Inductor's `_simplify_loops`) are merged
-first -- by generating the kernel again over the merged loops (compile_fx.generate_kernel) --
+first -- by generating the kernel again over the merged loops (CppFastKernel.regenerate) --
 so that fewer tiles are cut: H and W of a [N, C, 30, 30] image tile as 900, not as 30.
 Inside a tile, the body's values that do not vary along `b` are computed once per row
-(`hoist_invariant`), and whole tiles loop to a constant 16 (CppKernel._codegen_tile).
+(`hoist_invariant`), and whole tiles loop to a constant 16 (tiles.codegen_tile).
 """
 from __future__ import annotations
 
@@ -130,11 +130,10 @@ def _tiles_along_a(a, b, loads, store) -> dict | None:
     where the store strides along `a` less than a transposed load strides along `b`: the next tile's strided side
     then moves by 16 short rows, not 16 long ones, and the load is read in long runs. [8, 64,
     32, 32] on two threads (Inductor's tiles walk H*W innermost both ways): NCHW -> channels-last
-    0.061 ms with C's tiles innermost, 0.043 with W's (Inductor 0.036-0.046); BatchNorm + ReLU
-    channels-last -> NCHW 0.066 ms with H*W's tiles innermost, 0.076 with C's (Inductor 0.084).
-    With C's tiles inside H's loop (not outside it, as now), the copy measured as fast alone but
-    slowed the convolution after it by 0.03-0.1 ms (each channel's page read 128 bytes at a
-    time)."""
+    faster with W's tiles innermost than with C's; BatchNorm + ReLU channels-last -> NCHW faster
+    with H*W's tiles innermost than with C's. With C's tiles inside H's loop (not outside it, as
+    now), the copy measured as fast alone but slowed the convolution after it (each channel's
+    page read 128 bytes at a time)."""
     transposed = [ld for ld in loads if transposes(ld, a, b)]
     return transposed[0] if transposed and abs(store.get(a, 0)) < max(abs(ld[b]) for ld in transposed) else None
 
@@ -155,7 +154,7 @@ def tile_buffer_code(plan: LoopPlan, name: str, ctype: str, load: str, corner: s
     (the lines that copy the tile's elements of `load` into the local array `name`; what the
     body then reads instead of `load`). The body's loop along `b` then reads the array
     contiguously and vectorizes; g++ does not vectorize it while it gathers from memory (a
-    scalar BatchNorm + ReLU: 1.2 ms, 0.55 with the tile copied by a scalar loop). A full
+    scalar BatchNorm + ReLU ran much faster with the tile copied by a scalar loop). A full
     float tile is transposed by `mi_transpose_16x16` (cpp_prelude.h) from `corner`, its first
     element, whose rows (along `b`) are `row_stride` apart: every tile where `full` is True,
     those where the C++ condition `full` holds where it is a string (the loops' edges cut
