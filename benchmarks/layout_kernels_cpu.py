@@ -7,7 +7,7 @@ Each graph compiles to one C++ kernel (ours and Inductor's), so its time is that
 each compiler's per-call cost (Dynamo's guards, the wrapper: ~15 us for either, a trivial graph):
 
   bn_relu_nchw  BatchNorm (eval, per-channel statistics) + ReLU, NCHW in and out: what the
-                per-channel values cost when computed in every vector (codegen/cpp_loops.py
+                per-channel values cost when computed in every vector (ext/cpu_fast/loops.py
                 `hoist_invariant` computes them once per (image, channel) row)
   to_nhwc       NCHW -> channels-last copy: a convolution's input under layout optimisation
   bn_relu_nhwc  BatchNorm + ReLU, channels-last in, NCHW out: the convolution's epilogue

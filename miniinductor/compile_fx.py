@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
-import math
 
 import torch
 from torch._functorch.aot_autograd import make_boxed_func
@@ -36,7 +35,6 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from . import metrics
 from .capture import capture
 from .codegen.cpp import CppKernel
-from .codegen.cpp_vec import with_vector_twin
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
 from .codegen.triton_tiling import kernel_for_group
@@ -118,30 +116,18 @@ def removable_buffers(group, scheduler, kernel) -> set[str]:
     return names - kernel.reads_out_of_scope(group.nodes)
 
 
-def cpp_kernel(group, config, groups=None) -> CppKernel:
-    """The C++ kernel of `group`; with `groups`, its loops run over those merged runs of its
-    dims (dims walked as one, cpp_loops.merged_dims), the nodes' indices recovered from them."""
-    if groups is None:
-        return with_vector_twin(CppKernel(group.kernel_name, group.R, group.Q, config))
-    sizes = [int(n) for n in group.R]
-    kernel = CppKernel(group.kernel_name, [math.prod(sizes[k] for k in g) for g in groups], group.Q, config)
-    kernel.unmerged = (groups, sizes)
-    return with_vector_twin(kernel)
-
-
 def generate_kernel(group, ctx: Context, removed=None):
     """The kernel of one fused group, its code generated (`removed`: the buffers kept in
     registers, for a group the schedule does not hold, else `removable_buffers`; in-place
-    writes are decided only then). A C++ kernel that tiles a transpose is generated again
-    over merged loops where its accesses allow (`CppKernel.dims_to_merge`), and kept if it
-    still tiles."""
+    writes are decided only then). A kernel with a `regenerate` step then picks the one to
+    keep, which it may generate anew with `generate` (cpu_fast's C++ kernel: over merged loops)."""
     graph = ctx.graph if removed is None else None
-    kernel = _generate(make_kernel(group, ctx), group, ctx.scheduler, graph, removed)
-    if isinstance(kernel, CppKernel) and (groups := kernel.dims_to_merge()):
-        merged = _generate(cpp_kernel(group, ctx.config, groups), group, ctx.scheduler, graph, removed)
-        if (plan := merged.pointwise_plan()) is not None and plan.tile is not None:
-            return merged
-    return kernel
+
+    def generate(kernel):
+        return _generate(kernel, group, ctx.scheduler, graph, removed)
+    kernel = generate(make_kernel(group, ctx))
+    regenerate = getattr(kernel, "regenerate", None)
+    return kernel if regenerate is None else regenerate(group, ctx, generate)
 
 
 def _generate(kernel, group, scheduler, graph, removed):
@@ -403,5 +389,5 @@ for _pass in (
          doc="the call as AOTAutograd makes it (fake tensors, Dynamo's hook)"),
 ):
     register(_pass)
-kernel_kind("cpp", "cpp", lambda group, ctx: cpp_kernel(group, ctx.config))
+kernel_kind("cpp", "cpp", lambda group, ctx: CppKernel(group.kernel_name, group.R, group.Q, ctx.config))
 kernel_kind("triton", "triton", lambda group, ctx: kernel_for_group(group, ctx.config))

@@ -146,9 +146,12 @@ def registered(p: Pass, *, before: str | None = None, after: str | None = None):
 
 def kernel_kind(backend: str, name: str, make: Callable, extension: str = "core", first: bool = False):
     """Register a kernel class for `backend`'s fused groups: `make(group, ctx)` returns a kernel,
-    or None to leave the group to the next kind. Extensions go `first`, ahead of the core's."""
+    or None to leave the group to the next kind. Extensions go `first`: ahead of the core's
+    kinds, behind those registered before them (a combo's kind, then cpu_fast's for the rest).
+    A kernel may have a `regenerate(group, ctx, generate)` step: compile_fx.generate_kernel."""
     kinds = KERNEL_KINDS.setdefault(backend, [])
-    kinds.insert(0 if first else len(kinds), (name, extension, make))
+    core = next((k for k, kind in enumerate(kinds) if kind[1] == "core"), len(kinds))
+    kinds.insert(core if first else len(kinds), (name, extension, make))
 
 
 def make_kernel(group, ctx):

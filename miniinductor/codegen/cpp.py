@@ -16,43 +16,28 @@ around the body come from the buffer's ranges:
         out_ptr0[i0] = acc0;             <- stores
     }
 
-A column reduction (x.sum(0): loads contiguous along i0, strided along r0) turns the nest
-inside out, as Inductor's outer reductions do: tiles of columns, each with an array of
-accumulators, the r loops outside and the tile's columns inside (`reduces_columns`).
-
 With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size symbols,
 which the function takes after its pointers (`const int64_t s0`), and whether the loops
 run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
 
-Simplified: explicit vectors (Inductor's `at::vec`) only in pointwise float32 kernels whose
-loops are not tiled (a reordered nest, channels-last, takes vectors along its new innermost
-loop; codegen/cpp_vec.py: each kernel's source says whether, or why not), and the AVX-512
-16 x 16 transpose of cpp_prelude.h (cpp_loops.py); elsewhere we write
-simd-friendly scalar loops and let the compiler vectorize with -O3 -march=native (`omp simd`;
-float exp through the prelude's `mi_expf`, inlined, which has no slow path for the -inf of a
-mask; erf, tanh... through glibc's libmvec, runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
-(`vector_width_flags`). Measured with -fopt-info-vec, g++ vectorizes every loop of the
-softmax, layer norm, cross-entropy and row-max kernels (a transposing copy: through 16 x 16
-tiles, codegen/cpp_loops.py, which also orders a pointwise kernel's loops by its store's
-strides); what was slow
-was a loop it vectorized badly (a bool `||` reduction: the NaN flag of max/min, now an int
-`|`) or not at all (a loop that loads `bool`: an attention mask is read through its byte,
-`!= 0`). float16/bfloat16 are loaded as float.
-A reduction over a row of 64 or more elements folds into 32 lane accumulators
-(`_codegen_lane_loops`): independent chains of vector adds where one accumulator waits on
-each add's latency (faster on the layer norm kernel's compute over cached rows of 1024, a
-2-core EPYC), as Inductor's vectorised reductions keep several accumulators.
-A variance is one Welford reduction (lowering/reductions.var, `_welford`): each lane keeps a
-mean and m2, the lanes of a row take one element each per step and so share one count and one
-reciprocal (`mi_welford_step`: a division per step of 32, not per element; Inductor keeps a
-table of reciprocals), and are folded by halves with Chan's combine after the loop; a column
-tile's columns share the count likewise. Without lanes (a short row where forced: the policy
-keeps two vectorized sums there) the Welford loop is scalar. No tiling of row reductions, no
-cascade (blocked) sums; argmax/argmin stay in the row form. Softmax is the max, then one pass
-for exp and its sum, then the multiplication by the sum's reciprocal (`truediv`): the online
-reduction (lowering/softmax.py, `mi_online_softmax_combine`) is generated where the policy
-asks for it, but the C++ policy does not (a scalar loop with two exps per element measured several
-times slower than the two vectorized passes over a row in cache).
+This is the core's kernel: plain nested loops in the order of the buffer's logical dims,
+scalar accumulators, and simd-friendly scalar code that g++ vectorizes with -O3
+-march=native (`omp simd`; float exp through the prelude's `mi_expf`, inlined, which has no
+slow path for the -inf of a mask; erf, tanh... through glibc's libmvec,
+runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
+(`vector_width_flags`). Where g++ vectorized badly or not at all, the code is written so
+that it does: the NaN flag of max/min is an int folded with `|` (not a bool `||`), a `bool`
+buffer is read through its byte (`!= 0`), and a division by a row's sum is a multiplication
+by its reciprocal (`truediv`). float16/bfloat16 are loaded as float. Softmax is the max,
+then one pass for exp and its sum, then the multiplication by the sum's reciprocal; a
+variance is a sum for the mean, then a sum of squared deviations.
+
+Simplified: no loop reordering or tiling, no explicit vectors, no lane accumulators or
+column tiles for reductions, no Welford or online-softmax reductions (the C++ policy asks
+for a Welford variance only with extension `cpu_fast` on, for online softmax never). Those
+are the fast forms of `cpu_fast`'s CppFastKernel, a subclass of this one
+(miniinductor/ext/cpu_fast/). A column reduction (x.sum(0)) runs, as every reduction, its
+reduction loop inside the output's loops.
 """
 from __future__ import annotations
 
@@ -61,14 +46,11 @@ import math
 import sympy
 import torch
 
-from ..ir.indexing import FloorDiv, ModularIndexing, cexpr, simplify_with_ranges
+from ..ir.indexing import cexpr, simplify_with_ranges
 from ..ir.sizevars import is_static
-from ..ops_handler import BINARY_OPS, UNARY_OPS
+from ..ops_handler import BINARY_OPS, MULTI_OUTPUT_REDUCTIONS, UNARY_OPS
 from ..virtualized import V
-from .common import CSEVariable, IndentedBuffer, Kernel, affine_strides, canonical_len, compute_dtype, innermost_strides
-from .cpp_loops import Loop
-from .cpp_reduction import COLUMN_TILE, WIDE_COLUMN_TILE, CppReductionLoops
-from .cpp_tiles import CppTiledLoops
+from .common import CSEVariable, IndentedBuffer, Kernel, canonical_len, compute_dtype
 
 DTYPE_TO_CPP = {
     torch.float32: "float", torch.float64: "double", torch.float16: "uint16_t",
@@ -163,7 +145,7 @@ def reduction_init(reduction_type, ctype):
     return REDUCTION_INIT[reduction_type]
 
 
-class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
+class CppKernel(Kernel):
     """Generates one C++ function for a fused group: outer loops over `ranges`, then one
     block after another, each looping over `reduction_ranges` or not at all: `outer` (runs
     once per outer iteration) or `loop` (a loop over the reduction ranges, computing values
@@ -173,26 +155,13 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
     node reading a reduction that this loop finishes opens the next."""
 
     language, loop_kind = "cpp", "loop"
+    #: a part of a combo kernel (codegen/combo.py) runs inside the combo's `omp parallel`
+    #: region: its loops are shared out by an orphaned `omp for ... nowait` instead
+    in_parallel_region = False
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.accumulators: dict[str, tuple[str, str]] = {}   # name → (C++ type, initial value)
-        self.reduction_loads: list[tuple] = []               # (x stride, r stride) of each load
-        self.multi_output_done: dict[tuple, tuple] = {}      # (block, type, value) → its outputs: computed once
-        self.access_strides = {"load": [], "store": []}      # a pointwise kernel's, for its loop order (cpp_loops.py)
-        self.plain_loads: list[tuple] = []                   # (buffer, index, strides): may be read tile by tile
-        self.masked_depth = 0                                # inside an ops.masked body (its loads may be out of bounds)
-        self.vec = None   # the body on explicit vectors: a CppVecKernel (codegen/cpp_vec.py, with_vector_twin)
-        self.vec_reason: str | None = "not made with_vector_twin"   # or why there is none
-        self.vec_along = None   # where it may have one: var → (twin, why not), for a reordered nest
-        self.nodes_seen: list = []   # (a reordered nest's twin follows them again: vector_twin_along)
-        self.unmerged = None   # (groups of the group's dims, their sizes): loops merged (compile_fx.cpp_kernel)
-
-    def codegen_node(self, node):
-        super().codegen_node(node)
-        self.nodes_seen.append(node)
-        if self.vec is not None and (reason := self.vec.mirror(node)):   # the twin cannot follow
-            self.vec, self.vec_reason = None, reason
 
     # ------------------------------------------------------------------ blocks
     def block_kind(self, node) -> str:
@@ -230,14 +199,8 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
         text = self.index(index)
         if (stored := self._stored(name, text)) is not None:
             return stored
-        if self._current().kind == "loop" and self.itervars and self.reduction_vars:
-            self.reduction_loads.append(innermost_strides(index, self.var_ranges, self.itervars[-1],
-                                                          self.reduction_vars[-1]))
-        self._note_strides("load", index)
         dtype = V.graph.get_dtype(name)
         expr = f"{self.args.input(name)}[{text}]"
-        if not self.masked_depth and dtype != torch.bool and name not in self.args.output_buffers:
-            self.plain_loads.append((name, index, self.access_strides["load"][-1] if not self.reduction_ranges else None))
         if dtype == torch.bool:   # read as its byte: g++ leaves a loop that loads `bool` scalar (an attention mask)
             expr = f"(reinterpret_cast<const uint8_t*>({self.args.input(name)})[{text}] != 0)"
         if dtype in LOAD_CONVERT:
@@ -250,12 +213,7 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
         return f"{self.args.output(name)}[{self.index(index)}] = {value};"
 
     def store(self, name, index, value):
-        self._note_strides("store", index)
         self._note_store(name, self.index(index), value, lambda: self._store_line(name, index, value))
-
-    def _note_strides(self, kind, index):
-        if not self.reduction_ranges:
-            self.access_strides[kind].append(affine_strides(index, self.itervars, self.var_ranges))
 
     def store_reduction(self, name, index, value):   # the accumulator outlives the loop
         self.block.reduced.add(name)
@@ -276,9 +234,9 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
 
     def truediv(self, a, b):
         """Inside a row's loop, a division by a float reduction of the row (softmax's sum) is a
-        multiplication by its reciprocal, which g++ then computes once per row: a vector divide
-        per element made the [4096, 1024] softmax kernel measurably slower. ATen's softmax multiplies
-        by the reciprocal too; the result may differ from a division in the last bit."""
+        multiplication by its reciprocal, which g++ then computes once per row (a vector divide
+        per element made the softmax kernel measurably slower). ATen's softmax multiplies by the
+        reciprocal too; the result may differ from a division in the last bit."""
         acc = self.accumulators.get(str(b))
         if acc is not None and acc[0] in ("float", "double") and self._current().kind == "loop":
             return self.cse.generate(self.compute, f"mi_mul({a}, 1 / {b})")
@@ -294,10 +252,8 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
         lambda_var = self.cse.newvar()
         outer = self.compute
         self.compute = IndentedBuffer()
-        self.masked_depth += 1   # (its loads are not copied tile by tile: they may fall outside)
         with self.cse.scope(), self.masked_scope():
             result = body()
-        self.masked_depth -= 1
         inner = self.compute
         self.compute = outer
         outer.writeline(f"auto {lambda_var} = [&] {{")
@@ -311,18 +267,12 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
         return self.cse.generate(outer, f"{mask} ? {lambda_var}() : {other_expr}")
 
     def reduction(self, dtype, src_dtype, reduction_type, value):
-        block = self.block
-        acc = f"acc{sum(len(b.prefix.lines) for b in self.blocks)}"
+        if reduction_type in MULTI_OUTPUT_REDUCTIONS:   # (welford_reduce, online_softmax_reduce)
+            raise NotImplementedError(
+                f"{reduction_type}: the plain C++ kernel has no one-pass form of it; the C++ policy asks for "
+                "one only with extension cpu_fast on, whose kernel (ext/cpu_fast) writes it")
+        block, acc = self.block, self._next_accumulator()
         ctype = COMPUTE_TYPE[dtype if reduction_type not in ("argmax", "argmin") else src_dtype]
-        if (found := self.multi_output_done.get((id(block), reduction_type, str(value)))) is not None:
-            return found   # the other buffer of a two-output reduction this loop computes already
-        if reduction_type == "online_softmax_reduce":
-            found = self._online_softmax(block, acc, ctype, value)
-        elif reduction_type == "welford_reduce":
-            found = self._welford(block, acc, ctype, value)
-        if found is not None:
-            self.multi_output_done[(id(block), reduction_type, str(value))] = found
-            return found
         self._declare(block, ctype, acc, reduction_init(reduction_type, ctype))
         if reduction_type in ("argmax", "argmin"):
             block.has_argreduction = True
@@ -335,7 +285,7 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
             return CSEVariable(f"{acc}_index")
         if reduction_type in ("max", "min"):
             # OpenMP's max/min clauses vectorize but drop NaN; a separate flag keeps it. The flag
-            # is an int folded with `|`: a bool `||` reduction is not vectorized (several times slower).
+            # is an int folded with `|`: a bool `||` reduction is not vectorized.
             self._declare(block, "int", f"{acc}_nan", "0")
             self.compute.writeline(f"{acc} = std::{reduction_type}<{ctype}>({acc}, {value}); "
                                    f"{acc}_nan = {acc}_nan | ({value} != {value});")
@@ -346,31 +296,9 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
         block.omp_reductions.append((OMP_REDUCTION_OP.get(reduction_type), acc))
         return CSEVariable(acc)
 
-    def _online_softmax(self, block, acc, ctype, value):
-        """(row max, sum of exp(x - max)) in one pass over the row (lowering/softmax.py), once
-        per loop for the two buffers that store it. No OpenMP clause folds the pair: the loop
-        runs on one thread, without `omp simd`."""
-        self._declare(block, ctype, f"{acc}_max", reduction_init("max", ctype))
-        self._declare(block, ctype, f"{acc}_sum", "0")
-        self.compute.writeline(f"mi_online_softmax_combine({acc}_max, {acc}_sum, {value});")
-        block.omp_reductions.append((None, acc))
-        return CSEVariable(f"{acc}_max"), CSEVariable(f"{acc}_sum")
-
-    def _welford(self, block, acc, ctype, value):
-        """(mean, m2) in one pass over the row (lowering/reductions.var; Inductor's
-        `welford_reduce`), once per loop for the two buffers that store it. Per element
-        `mi_welford_update(mean, m2, x, 1/n)`; the count n and its reciprocal `{acc}_rweight` come
-        from the loop around the body (`_welford_steps`): the LANES lanes of a row
-        (`_codegen_lane_loops`) or a tile's columns each take one element per step, so they share
-        one count and one division, and the update vectorizes. No OpenMP clause folds the state:
-        the lanes are folded by Chan's combine (`mi_welford_fold_lanes`); without lanes the loop
-        is scalar."""
-        self._declare(block, ctype, f"{acc}_mean", "0")
-        self._declare(block, ctype, f"{acc}_m2", "0")
-        block.prefix.writeline(f"int64_t {acc}_weight = 0;")
-        self.compute.writeline(f"mi_welford_update({acc}_mean, {acc}_m2, {value}, {acc}_rweight);")
-        block.omp_reductions.append(("welford", acc))
-        return CSEVariable(f"{acc}_mean"), CSEVariable(f"{acc}_m2")
+    def _next_accumulator(self) -> str:
+        """The name of a new accumulator: `acc` and how many lines the blocks' prefixes hold."""
+        return f"acc{sum(len(b.prefix.lines) for b in self.blocks)}"
 
     def _declare(self, block, ctype, acc, init):
         block.prefix.writeline(f"{ctype} {acc} = {init};")
@@ -378,7 +306,8 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
 
     # ------------------------------------------------------------------ the loop nest
     def _parallel_pragma(self, sizes) -> tuple[str, int]:
-        """`#pragma omp parallel for` over enough leading loops (of `sizes` trips) to feed the threads."""
+        """`#pragma omp parallel for` over enough leading loops (of `sizes` trips) to feed the
+        threads (`omp for ... nowait` in a combo kernel's region: `in_parallel_region`)."""
         total = math.prod(map(self.hint, self.ranges)) * max(math.prod(map(self.hint, self.reduction_ranges)), 1)
         when = self._parallel_if(self.ranges + self.reduction_ranges)
         if not sizes or (not when and total < self.config.parallel_min_numel):
@@ -388,6 +317,8 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
             work *= self.hint(sizes[depth])
             depth += 1
         collapse = f" collapse({depth})" if depth > 1 else ""
+        if self.in_parallel_region:
+            return f"#pragma omp for{collapse}{when} nowait", depth
         return f"#pragma omp parallel for{collapse}{when}", depth
 
     def _parallel_if(self, sizes) -> str:
@@ -396,20 +327,6 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
         if all(map(is_static, sizes)):
             return ""
         return f" if({self.size(math.prod(sizes))} >= {self.config.parallel_min_numel})"
-
-    def reduces_columns(self) -> bool:
-        """Loop over the reduction outside the innermost output loop (Inductor's C++ "outer
-        reduction"), in tiles of COLUMN_TILE or WIDE_COLUMN_TILE columns? Yes for one reduction block followed by
-        `outer` blocks only, foldable reductions (not argmax/argmin), and a load that walks
-        memory in order along the innermost output index but strides along the reduction (a
-        column sum). A row load beside it (x.sum(0) fused with x.amax(1)) still reuses each
-        cache line over the next reduction steps. Each output folds its values in order, as
-        before; only the loops around them move."""
-        if not any(x == 1 and r not in (0, 1) for x, r in self.reduction_loads):
-            return False
-        block, *rest = self.blocks
-        return (block.kind == "loop" and not block.has_argreduction and all(b.kind == "outer" for b in rest)
-                and all(op for op, _ in block.omp_reductions))
 
     def buffer_ctype(self, name) -> str:
         """The C++ type of buffer `name`'s elements."""
@@ -426,74 +343,61 @@ class CppKernel(CppTiledLoops, CppReductionLoops, Kernel):
     def codegen(self) -> str:
         return c_function(self.name, self.codegen_loops, self.params)
 
-    def node_indices(self, node):
-        """With merged loops, each of the group's dims is recovered from its merged loop
-        (`FloorDiv`, `ModularIndexing`: the indices then simplify back to one term in it)."""
-        if self.unmerged is None:
-            return super().node_indices(node)
-        groups, sizes = self.unmerged
-        dims = []
-        for var, group in zip(self.itervars, groups):
-            inner, digits = 1, []
-            for k in reversed(group):
-                digits.append(FloorDiv(var, inner) if k == group[0] else ModularIndexing(var, inner, sizes[k]))
-                inner *= sizes[k]
-            dims += reversed(digits)
-        return node.index_for(dims, self.reduction_vars)
-
-    def is_pointwise(self) -> bool:
-        """No reduction: every block runs once per outer iteration (its loops may be reordered)."""
-        return not self.reduction_ranges and all(b.kind == "outer" for b in self.blocks)
-
     def codegen_loops(self, code):
-        """The loop nest and its blocks (a combo kernel runs several in one function). A
-        pointwise kernel's loops may be reordered or tiled (cpp_loops.loop_plan)."""
-        columns = self.reduces_columns()
+        """The loop nest and its blocks (a combo kernel runs several in one function): one loop
+        per dim of `ranges`, in order, the first ones shared out among the threads; in a
+        kernel without reductions the innermost gets `omp simd`."""
         only_outer = all(b.kind == "outer" for b in self.blocks)
-        plan = self.pointwise_plan()
-        if plan and plan.tile:
-            self.vec, self.vec_reason = None, "its loops are tiled (cpp_loops.py)"
-        elif plan and self.vec_along:   # reordered: vectors along the new innermost loop
-            self.vec, self.vec_reason = self.vec_along(plan.loops[-1].var)
-        loops = plan.outer() if plan else [Loop(str(var), "0", self.size(size), 1, self.hint(size))
-                                           for var, size in zip(self.itervars, self.ranges)]
-        x, n = self.itervars[-1] if self.itervars else None, self.ranges[-1] if self.ranges else None
-        if self.vec:
-            x, n = self.vec.x, self.vec.n
-        if columns:   # the innermost output loop walks tiles of columns
-            wide = self.hint(n) >= WIDE_COLUMN_TILE * torch.get_num_threads()
-            self.column_tile = WIDE_COLUMN_TILE if wide else COLUMN_TILE
-            loops[-1] = Loop(f"{x}_tile", "0", self.size(n), self.column_tile, -(-self.hint(n) // self.column_tile))
-        if self.vec:   # ... or vectors (and a tail), which the threads share only if it is the only loop
-            loops[-1] = Loop(str(x), "0", self.size(n), self.vec.lanes, -(-self.hint(n) // self.vec.lanes))
-        code.writeline(f"// explicit vectors (cpp_vec.py): {'no, ' + self.vec_reason if self.vec_reason else 'yes'}")
-        pragma, depth = self._parallel_pragma([loop.trips for loop in (loops[:-1] if self.vec and len(loops) > 1 else loops)])
-        tile_loops = self._tile_loads(plan) if plan and plan.tile else []   # after its transposed loads are copied
-        # (the twin writes the innermost loops; _codegen_tile the two inside a tile)
-        written = loops[:-1] if self.vec else loops
-        levels = self._hoisted(written, depth) if only_outer and not (columns or tile_loops) else None
-        for k, loop in enumerate(written):
+        pragma, depth = self._parallel_pragma([self.hint(n) for n in self.ranges])
+        for k, (var, size) in enumerate(zip(self.itervars, self.ranges)):
             if k == 0 and pragma:
                 code.writeline(pragma)
-            elif k == len(loops) - 1 and only_outer and k >= depth and not tile_loops:
+            elif k == len(self.ranges) - 1 and only_outer and k >= depth:
                 code.writeline("#pragma omp simd")
-            code.writeline(f"for (int64_t {loop.var} = {loop.start}; {loop.var} < {loop.end}; {loop.var} += {loop.step}) {{")
+            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
             code._indent += 1
-            if levels and k < len(levels) - 1:
-                code.writelines(levels[k])
-        if columns:
-            self._codegen_column_tile(code)
-        elif self.vec:
-            self.vec.codegen_innermost(code, pragma if len(loops) == 1 else "", levels[-1] if levels else None)
-        elif tile_loops:
-            self._codegen_tile(code, tile_loops, simd=only_outer)
-        elif levels:
-            code.writelines(levels[-1])
-        for block in [] if columns or self.vec or tile_loops or levels else self.blocks:
+        for block in self.blocks:
             self._codegen_block(code, block)
-        for _ in written:
+        for _ in self.ranges:
             code._indent -= 1
             code.writeline("}")
+
+    def _codegen_block(self, code, block):
+        """An `outer` block's body, or a `loop` block: its accumulators, the loops over the
+        reduction ranges around its body, then what stores the finished reductions."""
+        if block.kind == "outer":
+            code.splice(block.body)
+            return
+        code.splice(block.prefix)
+        for k, (var, size) in enumerate(zip(self.reduction_vars, self.reduction_ranges)):
+            code.writelines(self._inner_pragmas(block, k))
+            code.writeline(f"for (int64_t {var} = 0; {var} < {self.size(size)}; {var} += 1) {{")
+            code._indent += 1
+        code.splice(block.body)
+        for _ in self.reduction_ranges:
+            code._indent -= 1
+            code.writeline("}")
+        code.splice(block.suffix)
+
+    @staticmethod
+    def _reduction_clause(block) -> str:
+        return "".join(f" reduction({op}:{acc})" for op, acc in block.omp_reductions)
+
+    def _inner_pragmas(self, block, k) -> list[str]:
+        """With no outer loop, the first inner loop runs in parallel; the innermost gets
+        `omp simd` (which, for a reduction, allows reassociating the sum). None where no
+        OpenMP clause can fold an accumulator (argmax/argmin)."""
+        if block.has_argreduction or any(op is None for op, _ in block.omp_reductions):
+            return []
+        clause = self._reduction_clause(block)
+        big = math.prod(map(self.hint, self.reduction_ranges)) >= self.config.parallel_min_numel
+        when = self._parallel_if(self.reduction_ranges)
+        if k == 0 and not self.ranges and (big or when):
+            return [f"#pragma omp parallel for{clause}{when}"]
+        if k == len(self.reduction_ranges) - 1:
+            return [f"#pragma omp simd{clause}"]
+        return []
+
 
 def c_function(name: str, write_body, params) -> str:
     """`extern "C" void name(params) { body }`. The body is written first: its loops note the

@@ -268,7 +268,7 @@ template <typename A, typename B> static inline mi_t<A, B> mi_pow(A a, B b) {
 }
 
 // A 16x16 tile of floats transposed into a local array: dst[16 * j + i] = src[ld_src * i + j]
-// (codegen/cpp_loops.py: a transposing kernel's tile). With AVX-512, in registers (unpack
+// (ext/cpu_fast/loops.py: a transposing kernel's tile). With AVX-512, in registers (unpack
 // pairs, then 128-bit lanes: Inductor's transpose_mxn does the same); g++ does not vectorize
 // the plain loop, which gathers or scatters one float at a time.
 #ifdef __AVX512F__
@@ -305,7 +305,7 @@ static inline void mi_transpose_16x16(const float* __restrict__ src, int64_t ld_
 #endif
 }
 
-// Explicit vectors (codegen/cpp_vec.py, as Inductor's at::vec::Vectorized<float>): MI_VEC_LANES
+// Explicit vectors (ext/cpu_fast/vec.py, as Inductor's at::vec::Vectorized<float>): MI_VEC_LANES
 // floats in one GCC vector, the width g++ may use (runtime/cpp_builder.py). Arithmetic and
 // comparisons are the vector extension's operators (the templates above take vectors as they
 // take floats); a comparison gives a mask, an int32 vector of -1 or 0, and `mask ? a : b`

@@ -20,16 +20,17 @@ phase compares backend strings.
                           reduction (`welford`); None (Triton): never, two passes
     tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
                           own (`tile_split`), so it stays out of combo kernels; C++ tiles its
-                          loops inside the kernel (codegen/cpp_loops.py)
+                          loops inside the kernel (with extension cpu_fast: ext/cpu_fast/loops.py)
     channels_last_conv    an inference graph's 2-D convolutions take their input channels-last
                           (ext/layout): C++ (oneDNN runs them faster) and GPU graphs
                           (cuDNN's NHWC kernels: its NCHW path reorders inside every call);
                           not `cpu_backend="triton"` (the CPU's convolution, Triton's kernels:
                           nothing to gain in CI's interpreter)
     vector_matrix_max     C++: a single row times a matrix (`[1, K] @ w.t()`) up to this many
-                          matrix elements is a reduction kernel, not a BLAS call (`vector_matrix`)
+                          matrix elements is a reduction kernel, not a BLAS call (`vector_matrix`;
+                          0: never, unless extension cpu_fast sets it)
     explicit_vectors      C++: a pointwise kernel's innermost loop on explicit vectors where it can
-                          be (codegen/cpp_vec.py); else, and always for reductions, omp simd
+                          be (ext/cpu_fast/vec.py); else, and always for reductions, omp simd
     clamped_window_reads  C++: a pooling window's positions over the padding are read at the
                           nearest position inside and discarded by a comparison, so the kernel
                           has no masked load and g++ vectorises it; Triton: a masked load with
@@ -59,8 +60,6 @@ from ..runtime.triton_runtime import cdiv, next_power_of_2
 PERSISTENT_REDUCTION_MAX = 4096
 #: elements one program handles at a time (XBLOCK * RBLOCK)
 MAX_BLOCK_NUMEL = 4096
-#: C++: the largest K * N whose single-row product `[1, K] @ [K, N]` is our reduction kernel
-VECTOR_MATRIX_MAX = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,9 +104,9 @@ class BackendPolicy:
         """Compute a variance (var, var_mean, layer and batch norm) as one Welford reduction, the
         row read once (lowering/reductions.var), rather than a sum for the mean and then a sum of
         squared deviations? C++: where the innermost reduced dim (`inner`) has at least
-        `welford_min` elements, so that the kernel folds it into lanes (codegen/cpp.py: a shorter
-        one is a scalar loop with a division per element: layer norm of 16384 x 32 took several
-        times as long that way as with two vectorized sums),
+        `welford_min` elements, so that the kernel folds it into lanes (ext/cpu_fast: a shorter
+        one is a scalar loop with a division per element: layer norm of 16384 x 32 ran several
+        times slower that way than with two vectorized sums),
         and not for a single row (`xnumel` 1: its two sums run on every thread, a Welford loop on
         one). Triton keeps two passes: a persistent row is in registers for both, and a looped
         row's Welford would need a combine function in `tl.reduce` (Inductor's). None: symbolic."""

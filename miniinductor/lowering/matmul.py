@@ -11,8 +11,8 @@ pointwise node (which fuses into a template's store as its epilogue).
 inference) is a reduction kernel of ours, the previous layer's bias and activation inlined
 into its loads. Inductor's CPU `addmm`/`mm` decompositions (`torch/_inductor/decomposition.py`)
 do this for K, N <= 16 only; ours goes up to the policy's `vector_matrix_max` elements (the
-cpu_fast extension sets it), where a BLAS call's per-call cost, not its arithmetic, sets the
-time (a batch-1 MLP: docs/journal/2026-11-28-figures-from-code.md).
+cpu_fast extension sets it: 0, never, with the extension off), where a BLAS call's per-call
+cost, not its arithmetic, sets the time (a batch-1 MLP: docs/journal/2026-11-28-figures-from-code.md).
 """
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ def max_pool2d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ce
 
 def _stored_like(x, out):
     """`out` stored channels-last where the (realized) input `x` is, as eager's output is: the
-    kernel's loops then follow the store (codegen/cpp_loops.py), channels innermost, and
+    kernel's loops then follow the store (ext/cpu_fast/loops.py), channels innermost, and
     every load of a window is contiguous along them. Stored NCHW, each load would stride by
     C*stride across the input."""
     if _is_channels_last(x):

@@ -25,5 +25,5 @@ register(Pass("schedule", "combine_kernels", _combine,
               "combo", enabled=lambda ctx: ctx.config.fusion and ctx.config.combo_kernels,
               doc="independent pointwise kernels → combo kernels"), before="order")
 for _backend, _kernel in COMBO_KERNELS.items():
-    kernel_kind(_backend, "combo", lambda group, ctx, make=_kernel: make(group, ctx.config)
+    kernel_kind(_backend, "combo", lambda group, ctx, make=_kernel: make(group, ctx.config, ctx)
                 if isinstance(group, ComboGroup) else None, "combo", first=True)

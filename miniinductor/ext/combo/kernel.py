@@ -3,7 +3,8 @@
 Mirrors `torch/_inductor/codegen/triton_combo_kernel.py` (ComboKernel, its sequential
 dispatch) and the C++ side of combo/foreach kernels in `codegen/cpp.py`. The scheduler
 pass (schedule.py) hands over a ComboGroup: its `parts` do not read each other's
-buffers. Each part gets an ordinary kernel (a *sub-kernel*: CppKernel or TritonKernel);
+buffers. Each part gets an ordinary kernel (a *sub-kernel*: the C++ kernel of the kernel kind
+that takes the part, passes.make_kernel, or a TritonKernel);
 `codegen_node` sends every node to its part's sub-kernel, so compile_fx.generate_kernel
 treats a combo like any kernel (buffers kept in registers, decided per part up front).
 
@@ -48,10 +49,10 @@ from __future__ import annotations
 import math
 
 from ...codegen.common import IndentedBuffer, Kernel, KernelArgs
-from ...codegen.cpp import CppKernel, c_function
-from ...codegen.cpp_vec import with_vector_twin
+from ...codegen.cpp import c_function
 from ...codegen.triton import TritonKernel
 from ...codegen.triton_program import jit_decorator
+from ...passes import make_kernel
 from ...runtime.triton_runtime import HELPERS, cdiv
 from ...virtualized import V
 
@@ -62,8 +63,8 @@ class ComboKernel:
     language = ""
     sub_kernel = None   # the class of a part's kernel
 
-    def __init__(self, group, config):
-        self.parts, self.config = group.parts, config
+    def __init__(self, group, config, ctx=None):
+        self.parts, self.config, self.ctx = group.parts, config, ctx   # (ctx: C++ parts are made by the kernel kinds)
         self.inplace: dict[str, str] = {}
         self.name, self.numel = group.kernel_name, sum(math.prod(p.R) for p in self.parts)
         self.subkernels = [self.make_subkernel(k, part) for k, part in enumerate(self.parts)]
@@ -107,16 +108,9 @@ class ComboKernel:
     record = Kernel.record   # name it, generate the source: the same GeneratedKernel record
 
 
-class CppSubKernel(CppKernel):
-    """A part of a C++ combo: the outer loop of a part big enough to share out is an
-    orphaned `omp for ... nowait`, which binds to the combo's parallel region."""
-
-    def _parallel_pragma(self, sizes):
-        pragma, depth = super()._parallel_pragma(sizes)
-        return (pragma.replace("parallel for", "for") + " nowait", depth) if pragma else ("", 0)
-
-    def shared_out(self) -> bool:
-        return self._parallel_pragma(self.ranges)[0] != ""
+def shared_out(sub) -> bool:
+    """Is a C++ part big enough to share its loops out among the region's threads?"""
+    return sub._parallel_pragma(sub.ranges)[0] != ""
 
 
 class CppComboKernel(ComboKernel):
@@ -129,8 +123,11 @@ class CppComboKernel(ComboKernel):
     def make_subkernel(self, k, part):
         if self.args is None:   # the parts share one set of pointers
             self.args = KernelArgs()
-        kernel = with_vector_twin(CppSubKernel(f"{self.name}_part{k}", part.R, [], self.config))
-        kernel.args = self.args
+        # the kernel a group of its own would get (the core's CppKernel, or an extension's); the
+        # outer loop of a part big enough to share out is an orphaned `omp for ... nowait`,
+        # which binds to the combo's parallel region (CppKernel.in_parallel_region)
+        kernel = make_kernel(part, self.ctx)
+        kernel.name, kernel.args, kernel.in_parallel_region = f"{self.name}_part{k}", self.args, True
         return kernel
 
     def share_inplace(self):
@@ -147,7 +144,7 @@ class CppComboKernel(ComboKernel):
             code._indent += 1
         for k, sub in enumerate(self.subkernels):
             code.writeline(f"// {self.part_comment(k)}")
-            if sub.shared_out() or (sub.ranges and not region):
+            if shared_out(sub) or (sub.ranges and not region):
                 sub.codegen_loops(code)
                 continue
             if region:   # a small part: whole, by the first thread to get here

@@ -1,5 +1,5 @@
-"""Channels-last convolutions on the CPU (ext/layout) and the C++ loop nests they need
-(codegen/cpp_loops.py: loops in the store's memory order, 2-D tiles for transposes).
+"""Channels-last convolutions on the CPU (ext/layout) and the pointwise kernels around them
+(the loop nests extension cpu_fast writes for them: tests/ext/cpu_fast/test_cpp_tiles.py).
 
 * An inference graph's 2-D convolutions take a channels-last input (a copy kernel, or a
   value stored channels-last in the first place) and return channels-last; outputs keep
@@ -9,8 +9,7 @@
 * Training graphs (gradients vs eager), symbolic sizes, Triton kernels on the CPU and
   `layout_optimization=False` keep NCHW; the zoo's ResNet in eval runs channels-last.
 * Pointwise kernels on channels-last tensors: values for sizes that do and do not fill the
-  16 x 16 tiles, low precision (a tile copied by a loop), a masked (padded) load; the loop
-  order and the tile in the kernel text.
+  16 x 16 tiles, low precision (a tile copied by a loop), a masked (padded) load.
 
 fp32 tolerances: a channels-last convolution sums its 64 * 3 * 3 products in another order
 than an NCHW one (oneDNN's blocking follows the layout): the outputs differ by a few ulps of
@@ -184,43 +183,17 @@ def test_which_backends():
 
 
 # --------------------------------------------------------------------------- pointwise loop nests
-def kernel_sources(fn, *args):
-    (cg,) = compiled_graphs(fn, *args)
-    return [k.source for k in cg.kernels.values()]
-
-
-def innermost_loop_var(source) -> str:
-    """The variable of the innermost loop (omp simd, or explicit vectors and their tail)."""
-    return re.findall(r"for \(int64_t (\w+) =", source)[-1]
-
-
-def test_channels_last_pointwise_loops_in_memory_order():
-    x = channels_last(2, 32, 5, 6)
-    fn = lambda x: torch.relu(x) * 2   # noqa: E731
-    check(fn, x)
-    (source,) = kernel_sources(fn, x)
-    assert innermost_loop_var(source) == "i1" and "tile" not in source   # C is contiguous
-    assert "explicit vectors (cpp_vec.py): yes" in source and "mi_vload(" in source   # along C
-
-
 @pytest.mark.parametrize("shape", [(2, 32, 4, 16), (2, 20, 5, 7), (1, 64, 1, 17), (2, 24, 3, 30)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_transposing_pointwise(shape, dtype, poisoned_buffers):
-    """channels-last in, NCHW out (and back): tiles, full or cut by the loops' ends. A float
-    tile cut short is still transposed in registers where the whole 16 x 16 tile lies inside
-    the input (the rows past the edge read, never stored), else copied by a scalar loop: the
-    last tiles of (2, 24, 3, 30) take the scalar copy, the others the transpose."""
+    """channels-last in, NCHW out (and back), at sizes that do and do not fill the 16 x 16 tiles
+    of extension cpu_fast's kernels (tests/ext/cpu_fast/test_cpp_tiles.py reads those)."""
     x = channels_last(*shape).to(dtype)
     s = randn(shape[1], 1, 1).to(dtype)
     to_nchw = lambda x, s: (x * s + 1).contiguous()   # noqa: E731
     to_nhwc = lambda x, s: (x * s + 1).contiguous(memory_format=torch.channels_last)   # noqa: E731
     check(to_nchw, x, s)
     check(to_nhwc, x.contiguous(), s)
-    (source,) = kernel_sources(to_nchw, x, s)
-    if shape == (2, 32, 4, 16) and dtype == torch.float32:
-        assert "mi_transpose_16x16" in source and innermost_loop_var(source) == "i2", source   # H*W: one loop
-    if shape == (2, 24, 3, 30) and dtype == torch.float32:
-        assert re.search(r"if \(\(.*\) \+ \d+ < 4320\) \{\s*mi_transpose_16x16", source), source
 
 
 def test_masked_load_in_a_transposing_kernel():
@@ -245,52 +218,3 @@ def test_conv_output_strides_as_aten_gives_them(x_shape, w_shape):
     (conv,) = [b for b in cg.graph.buffers if isinstance(b, ExternKernel)]
     expected = F.conv2d(x.contiguous(memory_format=torch.channels_last), w).stride()
     assert all(a == b for a, b, n in zip(conv.layout.stride, expected, conv.layout.size) if n != 1)
-
-
-@pytest.mark.parametrize("case", ["merged", "not merged"])
-def test_transposing_kernel_merges_dims_walked_as_one(case, poisoned_buffers):
-    """A transposing C++ kernel runs H and W as one loop where every access walks them as
-    one (CppKernel.dims_to_merge): channels-last [2, 32, 5, 6] written NCHW tiles H*W = 30
-    (one whole tile of 16 and one cut; W = 6 alone is too short to tile). A load that
-    broadcasts along W alone (a [W] bias) keeps them apart: no tiles, W innermost."""
-    x = channels_last(2, 32, 5, 6)
-    extra = randn(32, 1, 1) if case == "merged" else randn(6)
-    fn = lambda x, e: (x * 2 + e).contiguous()   # noqa: E731
-    check(fn, x, extra)
-    (source,) = kernel_sources(fn, x, extra)
-    if case == "merged":
-        assert re.search(r"for \(int64_t i2_tile = 0; i2_tile < 30; i2_tile \+= 16\)", source) and "i3" not in source, source
-    else:
-        assert "tile" not in source and innermost_loop_var(source) == "i3", source
-
-
-def test_transposing_kernel_computes_per_channel_values_once_per_row(poisoned_buffers):
-    """Inside a tile, what does not vary along the innermost loop (a per-channel 1/sqrt(var +
-    eps), as a BatchNorm's) is computed before that loop, once per row of the tile; a tile cut
-    short by an edge (H*W = 30: one whole tile of 16, one of 14) gets its own copy of the loops,
-    the whole ones loop to a constant 16 (CppKernel._codegen_tile)."""
-    x, var = channels_last(2, 32, 5, 6), randn(32, 1, 1).abs()
-    fn = lambda x, v: ((x - 1) / torch.sqrt(v + 1e-5)).relu().contiguous()   # noqa: E731
-    check(fn, x, var)
-    (source,) = kernel_sources(fn, x, var)
-    lines = [line.strip() for line in source.splitlines()]
-    whole = lines.index("if (i2_tile + 16 <= 30) {")
-    inner = lines.index("for (int64_t i2 = i2_tile; i2 < i2_tile + 16; i2 += 1) {")
-    sqrt = next(k for k, line in enumerate(lines) if "std::sqrt" in line)
-    assert whole < sqrt < inner and "std::min<int64_t>(i2_tile + 16, 30)" in source, source
-    assert not any("std::sqrt" in line for line in lines[inner:lines.index("} else {", inner)]), source
-
-
-@pytest.mark.parametrize("direction", ["to channels-last", "to NCHW"])
-def test_tiles_walk_along_the_spatial_dims_innermost(direction, poisoned_buffers):
-    """The two loops over tiles: the inner one runs along H*W both ways (as Inductor's), where
-    the strided side of the transpose moves by short rows (cpp_loops._tiles_along_a): NCHW ->
-    channels-last tiles along the load's contiguous dim, channels-last -> NCHW along the store's."""
-    x = randn(2, 32, 8, 16)
-    x, fn = ((x, lambda x, s: (x * s).contiguous(memory_format=torch.channels_last)) if direction == "to channels-last"
-             else (x.to(memory_format=torch.channels_last), lambda x, s: (x * s).contiguous()))
-    s = randn(32, 1, 1)
-    check(fn, x, s)
-    (source,) = kernel_sources(fn, x, s)
-    tile_loops = re.findall(r"for \(int64_t (\w+)_tile = 0; \w+ < (\d+);", source)
-    assert [n for _, n in tile_loops] == ["32", "128"], source   # C's tiles outside, H*W's inside

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import check, check_grads, requires_miniinductor
+from conftest import check, check_grads, extension_on, requires_miniinductor
 
 import miniinductor
-from miniinductor.codegen.policy import VECTOR_MATRIX_MAX
+from miniinductor.ext.cpu_fast import VECTOR_MATRIX_MAX
 
-pytestmark = requires_miniinductor
+pytestmark = [requires_miniinductor, pytest.mark.skipif(not extension_on("cpu_fast"), reason="the C++ kernels' fast forms: extension cpu_fast")]
 
 # float32 dot products of up to 1024 terms summed in another order than BLAS's
 TOL = dict(rtol=1e-4, atol=1e-5)

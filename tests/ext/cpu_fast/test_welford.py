@@ -1,5 +1,5 @@
 """Welford variance (issue 15): var, var_mean, std, layer norm and batch norm read each row
-once on the C++ kernels (lowering/reductions.var → "welford_reduce"; codegen/cpp.py `_welford`:
+once on the C++ kernels (lowering/reductions.var → "welford_reduce"; ext/cpu_fast/kernel.py `_welford`:
 lane accumulators sharing one count, folded by Chan's combine; column tiles likewise).
 
 Every case is compared with eager, outputs and gradients, on fresh random inputs: rows
@@ -25,7 +25,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TEST_OPTIONS, check, check_grads, compile_fn, requires_miniinductor
+from conftest import TEST_OPTIONS, check, check_grads, compile_fn, extension_on, requires_miniinductor
 
 import miniinductor
 from miniinductor.codegen.policy import BackendPolicy
@@ -33,7 +33,7 @@ from miniinductor.compile_fx import collect_compiled
 from miniinductor.ir.interpreter import graph_outputs, run_graph
 from miniinductor.ir.nodes import ComputedBuffer, Reduction
 
-pytestmark = [requires_miniinductor,
+pytestmark = [requires_miniinductor, pytest.mark.skipif(not extension_on("cpu_fast"), reason="the C++ kernels' fast forms: extension cpu_fast"),
               pytest.mark.skipif(TEST_OPTIONS.get("cpu_backend") == "triton", reason="C++ kernels (Triton keeps two passes)")]
 TOL = dict(rtol=1e-5, atol=1e-5)
 GRAD_TOL = dict(rtol=1e-4, atol=1e-4)

@@ -1,4 +1,4 @@
-"""Column reductions in C++ kernels (codegen/cpp.py, CppKernel.reduces_columns): the
+"""Column reductions in C++ kernels (ext/cpu_fast, CppFastKernel.reduces_columns): the
 reduction loop outside, the contiguous output index inside, and the same values as eager."""
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import re
 
 import pytest
 import torch
-from conftest import check, requires_miniinductor
+from conftest import check, extension_on, requires_miniinductor
 
 import miniinductor
 
-pytestmark = requires_miniinductor
+pytestmark = [requires_miniinductor, pytest.mark.skipif(not extension_on("cpu_fast"), reason="the C++ kernels' fast forms: extension cpu_fast")]
 
 
 def sources(fn, *inputs, **tolerances):
@@ -57,7 +57,7 @@ def test_dim0_reduction_matches_eager_in_column_form(op, shape):
 @pytest.mark.parametrize("threads, width", [(1, 256), (2, 64)])
 def test_wide_column_tiles_where_every_thread_still_gets_one(threads, width):
     """300 columns make one 256-wide tile and a cut one on one thread; on two threads the 64-wide
-    tiles keep both busy (cpp.py WIDE_COLUMN_TILE: a row's longer run streams faster)."""
+    tiles keep both busy (reduction.py WIDE_COLUMN_TILE: a row's longer run streams faster)."""
     def fn(x):
         return x.sum(0), x.amax(0)
     saved = torch.get_num_threads()
@@ -127,7 +127,7 @@ def test_bench_cpu_runs_a_subset_without_rewriting_the_docs():
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     docs = (root / "docs" / "benchmarks.md").read_text()
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_cpu.py"), "--quick", "--no-cold",
                            "--repeats", "1", "--cases", "pointwise", "colsum_rowmax"],
@@ -150,7 +150,7 @@ def test_bench_cpu_runs_under_mimalloc():
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     script = [sys.executable, str(root / "benchmarks" / "bench_cpu.py"), "--quick", "--no-cold", "--repeats", "1",
               "--malloc", "mimalloc", "--cases", "layernorm"]
     done = subprocess.run(script, capture_output=True, text=True, timeout=600, cwd=root)

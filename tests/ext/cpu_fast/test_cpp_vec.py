@@ -2,7 +2,7 @@
 a dense sweep of inputs and at every edge (-inf, +inf, NaN, the underflow and overflow
 thresholds, tiny values), and a masked softmax with -inf in it, against eager, with every
 buffer the compiled code allocates poisoned. Then the explicit vectors of pointwise kernels
-(codegen/cpp_vec.py): sizes below, at and above a vector with tails, at both vector widths, NaN
+(ext/cpu_fast/vec.py): sizes below, at and above a vector with tails, at both vector widths, NaN
 and infinities, every op the vector path maps, broadcasts along and across the inner loop, and
 which kernels take the path (a plain pointwise one) and which fall back (a gather, a transpose, a
 reduction)."""
@@ -12,7 +12,7 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import check, compile_fn, requires_miniinductor
+from conftest import check, compile_fn, extension_on, requires_miniinductor
 
 import miniinductor
 from miniinductor import compile_fx
@@ -20,6 +20,8 @@ from miniinductor.lowering import graph as lowering_graph
 from miniinductor.runtime import cpp_builder
 
 pytestmark = requires_miniinductor
+#: the explicit vectors' tests (the exp's run with every extension off too: the core's kernels call it)
+fast = pytest.mark.skipif(not extension_on("cpu_fast"), reason="explicit vectors: extension cpu_fast")
 
 FLT_MIN = torch.finfo(torch.float32).tiny
 #: Sleef's expf (ATen's Vectorized<float>::exp) is within 1 ulp of the exact exp; ours (its
@@ -114,6 +116,7 @@ def every_vector_op(x, y, b):
     return a + c, d + e.reciprocal(), torch.sqrt(x.abs()), torch.isnan(y).float() + torch.exp(-x.abs())
 
 
+@fast
 @pytest.mark.parametrize("n", [1, 7, 17, 1000003])
 def test_every_vector_op_with_tails(poisoned_buffers, lanes, n):
     rows = 3 if n < 1000 else 1
@@ -124,6 +127,7 @@ def test_every_vector_op_with_tails(poisoned_buffers, lanes, n):
         assert all(k.source.count("mi_vload") for k in miniinductor.explain(every_vector_op, x, y, b).kernels)
 
 
+@fast
 def test_symbolic_length(poisoned_buffers):
     """One kernel generic in the length: its loop bound and whole steps are decided at run time."""
     compiled = compile_fn(every_vector_op, dynamic=True)
@@ -131,6 +135,7 @@ def test_symbolic_length(poisoned_buffers):
         check(every_vector_op, torch.randn(2, n), torch.randn(2, n), specials(torch.randn(n)), compiled=compiled)
 
 
+@fast
 @pytest.mark.parametrize("n", [7, 17, 1031])
 def test_libmvec_calls(poisoned_buffers, n):
     fn = lambda x: (torch.tanh(x) + torch.erf(x) + torch.log1p(x.abs()) + torch.sin(x),)   # noqa: E731
@@ -140,6 +145,7 @@ def test_libmvec_calls(poisoned_buffers, n):
     assert ("mi_v_tanh(" in kernel.source) == (n >= cpp_builder.vector_lanes()), kernel.source
 
 
+@fast
 @pytest.mark.parametrize("n", [7, 17, 1031])
 def test_reductions_beside_vector_kernels(poisoned_buffers, n):
     """Reductions keep their lane loops (not explicit vectors); their epilogues may not."""
@@ -149,6 +155,7 @@ def test_reductions_beside_vector_kernels(poisoned_buffers, n):
     check(fn, specials(torch.randn(5, n)), rtol=1e-4, atol=1e-5)
 
 
+@fast
 def test_which_kernels_take_explicit_vectors(monkeypatch):
     def vectorized(fn, *args) -> list[bool]:
         check(fn, *args)
@@ -171,6 +178,7 @@ def test_which_kernels_take_explicit_vectors(monkeypatch):
     assert vectorized(lambda x, y: x * 2 + y, torch.randn(1000), torch.randn(1000)) == [False]
 
 
+@fast
 @pytest.mark.parametrize("c", [16, 24, 64])
 def test_scalars_beside_vectors(poisoned_buffers, lanes, c):
     """Values constant along the vectors' index stay scalars: a pooling window's bounds checks

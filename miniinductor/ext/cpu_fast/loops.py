@@ -1,5 +1,5 @@
 """The loop nest of a C++ pointwise kernel: in which order its loops run, and 2-D tiles for
-transposes. Used by CppKernel.codegen_loops (codegen/cpp.py).
+transposes. Used by CppFastKernel.codegen_loops (kernel.py).
 
 A pointwise kernel's body computes one element from its index alone, so its loops may run
 in any order. By default they run in the order of the buffer's logical dims (N, C, H, W),
@@ -30,17 +30,17 @@ kernel, 16 x 16; float32 tiles are transposed in registers (with AVX-512) where 
 whole, or wherever reading it whole stays inside the input (else, and for other dtypes: a
 scalar copy loop); stores are never staged through a tile. A transposing kernel's adjacent
 dims that every access walks as one (`merged_dims`, Inductor's `_simplify_loops`) are merged
-first -- by generating the kernel again over the merged loops (compile_fx.generate_kernel) --
+first -- by generating the kernel again over the merged loops (CppFastKernel.regenerate) --
 so that fewer tiles are cut: H and W of a [N, C, 30, 30] image tile as 900, not as 30.
 Inside a tile, the body's values that do not vary along `b` are computed once per row
-(`hoist_invariant`), and whole tiles loop to a constant 16 (CppKernel._codegen_tile).
+(`hoist_invariant`), and whole tiles loop to a constant 16 (tiles.codegen_tile).
 """
 from __future__ import annotations
 
 import dataclasses
 import re
 
-from ..ir.sizevars import is_static
+from ...ir.sizevars import is_static
 
 #: the side of a transposing kernel's tiles: 16 floats, one 64-byte cache line
 TILE = 16
@@ -130,11 +130,10 @@ def _tiles_along_a(a, b, loads, store) -> dict | None:
     where the store strides along `a` less than a transposed load strides along `b`: the next tile's strided side
     then moves by 16 short rows, not 16 long ones, and the load is read in long runs. [8, 64,
     32, 32] on two threads (Inductor's tiles walk H*W innermost both ways): NCHW -> channels-last
-    faster with W's tiles innermost than with C's (within Inductor's range); BatchNorm + ReLU
-    channels-last -> NCHW faster with H*W's tiles innermost than with C's (both ahead of Inductor).
-    With C's tiles inside H's loop (not outside it, as now), the copy measured as fast alone but
-    slowed the convolution after it (each channel's page read 128 bytes at a
-    time)."""
+    faster with W's tiles innermost than with C's; BatchNorm + ReLU channels-last -> NCHW faster
+    with H*W's tiles innermost than with C's. With C's tiles inside H's loop (not outside it, as
+    now), the copy measured as fast alone but slowed the convolution after it (each channel's
+    page read 128 bytes at a time)."""
     transposed = [ld for ld in loads if transposes(ld, a, b)]
     return transposed[0] if transposed and abs(store.get(a, 0)) < max(abs(ld[b]) for ld in transposed) else None
 

@@ -2,8 +2,8 @@
 MI_VEC_LANES floats, each step one GCC vector (`mi_vec`, cpp_prelude.h), then a scalar tail.
 
 Mirrors `torch/_inductor/codegen/cpp.py`'s CppVecKernel (the body on `at::vec::Vectorized<float>`)
-and CppVecKernelChecker (may this kernel be vectorised?), with the scalar CppKernel's body as the
-tail, as CppKernelProxy does. The vector body is generated beside the scalar one, node by node
+and CppVecKernelChecker (may this kernel be vectorised?), with the scalar CppFastKernel's body as
+the tail, as CppKernelProxy does. The vector body is generated beside the scalar one, node by node
 (`CppVecKernel.mirror`), by a twin sharing the scalar kernel's arguments (`with_vector_twin`);
 generating it is the check: the first load, store or op it has no vector form for raises
 VecUnsupported, and the kernel keeps its omp-simd loop, the reason written in its source:
@@ -21,7 +21,7 @@ VecUnsupported, and the kernel keeps its omp-simd loop, the reason written in it
 The threads share the outer loops (`parallel for`, collapsed or not); a kernel of one loop
 shares its vectors, and its tail runs on one thread (`omp single`). Loop-invariant parts of the
 vector body (the splats, a batch norm's 1/sqrt(var + eps)) are written in the outermost loop they
-vary with (cpp_loops.hoist_invariant; g++ alone moved them out of the vector loop only, not out
+vary with (loops.hoist_invariant; g++ alone moved them out of the vector loop only, not out
 of the loops around it). The vector loop has no branch (a loop over steps with a tail branch
 inside measured slower).
 
@@ -30,7 +30,7 @@ arithmetic of the outer indices and what is computed from it (a pooling window's
 and divisor), taken as the scalar kernel writes them; a scalar float meeting a vector is
 splatted, and a scalar condition picks whole vectors (`c ? a : b`).
 
-Simplified: pointwise kernels only (reductions keep their lane loops, codegen/cpp.py, which g++
+Simplified: pointwise kernels only (reductions keep their lane loops, reduction.py, which g++
 vectorizes), float32 buffers only, every load and store contiguous along the innermost index or
 (loads) constant along it; no gathers, no masks of `ops.masked`, no index arithmetic along the
 innermost index, no integer or bool buffers, no dtype conversions of vectors but bool to float. The C++ policy enables it
@@ -41,12 +41,11 @@ from __future__ import annotations
 import sympy
 import torch
 
-from ..ir.indexing import simplify_with_ranges
-from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.cpp_builder import vector_lanes
-from ..virtualized import V
-from .common import Kernel
-from .cpp import COMPUTE_TYPE, CppKernel, CppOverrides, cpp_constant
+from ...codegen.cpp import COMPUTE_TYPE, CppKernel, CppOverrides, cpp_constant
+from ...ir.indexing import simplify_with_ranges
+from ...ops_handler import BINARY_OPS, UNARY_OPS
+from ...runtime.cpp_builder import vector_lanes
+from ...virtualized import V
 
 #: ops that take masks (an int32 vector of -1 or 0: bools), and those whose result is one
 MASK_ARGUMENTS = {f"{kind}_{op}" for kind in ("logical", "bitwise") for op in ("and", "or", "xor", "not")}
@@ -73,12 +72,12 @@ class VecUnsupported(Exception):
 class CppVecKernel(CppKernel):
     """The body on vectors of MI_VEC_LANES consecutive elements along the innermost index
     (`self.itervars[-1]`, or `dim`: the innermost loop of a reordered nest). Values are float
-    vectors or masks (`self.masks`: comparisons)."""
+    vectors or masks (`self.masks`: comparisons). A plain CppKernel underneath: its scalar
+    kernel, a CppFastKernel, is the one that plans the loops."""
 
     def __init__(self, scalar: CppKernel, dim: int = -1):
         super().__init__(scalar.name, scalar.ranges, scalar.reduction_ranges, scalar.config)
         self.scalar, self.lanes = scalar, vector_lanes()
-        self.unmerged = scalar.unmerged   # (merged loops: the nodes' indices recovered the same way)
         self.x, self.n = self.itervars[dim], self.ranges[dim]   # the vectors' index and its range
         self.masks: set[str] = set()
         self.scalars: dict[str, bool] = {}   # a value constant along the innermost index → is it a float32?
@@ -92,8 +91,8 @@ class CppVecKernel(CppKernel):
             return str(exc)
         return None
 
-    def codegen_node(self, node):
-        Kernel.codegen_node(self, node)   # CppKernel's would make a twin of the twin
+    def node_indices(self, node):
+        return self.scalar.node_indices(node)   # (merged loops: the nodes' indices recovered the same way)
 
     def __getattr__(self, name):
         if name not in UNARY_OPS and name not in BINARY_OPS:
@@ -222,7 +221,7 @@ class CppVecKernel(CppKernel):
 
 
 def with_vector_twin(kernel: CppKernel) -> CppKernel:
-    """`kernel`, with a vector twin to follow its nodes (CppKernel.codegen_node) where it may
+    """`kernel` (a CppFastKernel), with a vector twin to follow its nodes (its codegen_node) where it may
     have one (the graph's policy says so), else the reason in `vec_reason`."""
     policy = V.graph.policy if V.has_graph() else None
     if policy is None or not policy.explicit_vectors:
@@ -240,7 +239,7 @@ def with_vector_twin(kernel: CppKernel) -> CppKernel:
 
 def vector_twin_along(kernel: CppKernel, var: str) -> tuple[CppVecKernel | None, str | None]:
     """(a twin on vectors along `var`, None), or (None, why not): for a kernel whose loops
-    cpp_loops.loop_plan reordered so that `var` is innermost (a channels-last store). The
+    loops.loop_plan reordered so that `var` is innermost (a channels-last store). The
     twin follows the kernel's nodes again, now that the order is known."""
     dim = [str(v) for v in kernel.itervars].index(var)
     if kernel.hint(kernel.ranges[dim]) < vector_lanes():

@@ -1,9 +1,9 @@
-"""The vectorised paths of the C++ kernels (codegen/cpp.py): row max/min reductions folded
+"""The vectorised paths of the C++ kernels (ext/cpu_fast): row max/min reductions folded
 by `omp simd` with a NaN flag, softmax and cross-entropy built on them, at lengths that are
 not multiples of the vector width (the loops' scalar tails), with NaN and infinities placed
 first, inside and in the tail, and in the dtypes that do not fill a float vector (integers,
 bool, float16, bfloat16). Rows of at least 2 * LANES (64) elements fold each reduction into
-32 lane accumulators (CppKernel._codegen_lane_loops) and the rest of the row into the
+32 lane accumulators (reduction.codegen_lane_loops) and the rest of the row into the
 accumulator itself: lengths 64 (no tail), 65 and 1031 (tails), symbolic lengths, reductions
 over two dims. Every case is compared with eager (conftest.check)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import USING_MINIINDUCTOR, check, check_grads, compile_fn
+from conftest import USING_MINIINDUCTOR, check, check_grads, compile_fn, extension_on
 
 # AVX2 holds 8 floats, AVX-512 16: below, at, above a vector and a long row with a tail
 LENGTHS = [1, 7, 8, 9, 17, 33, 1031]
@@ -123,7 +123,7 @@ def test_lane_reductions_symbolic_length():
         check(lane_reductions, torch.randn(5, n), flags, compiled=compiled, **SUM_TOL)
 
 
-@pytest.mark.skipif(not USING_MINIINDUCTOR, reason="reads miniinductor's generated C++")
+@pytest.mark.skipif(not extension_on("cpu_fast"), reason="lane accumulators: extension cpu_fast")
 def test_lanes_only_for_long_rows():
     import miniinductor
     for n, lanes in ((63, False), (64, True), (1031, True)):

@@ -1,5 +1,5 @@
-"""Loop-invariant code motion in C++ pointwise kernels (codegen/cpp_loops.py `hoist_invariant`,
-CppKernel._hoisted): a value that varies only with outer loops (a BatchNorm's per-channel
+"""Loop-invariant code motion in C++ pointwise kernels (ext/cpu_fast/loops.py `hoist_invariant`,
+tiles.hoisted): a value that varies only with outer loops (a BatchNorm's per-channel
 1/sqrt(var + eps)) is computed inside the outermost loop it depends on, not in every vector;
 what may not move (a masked lambda's loads, a read of a buffer the kernel writes) stays.
 Outputs are checked against eager with poisoned buffers (an element not written shows as NaN).
@@ -11,12 +11,13 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, randn
+from conftest import TEST_OPTIONS, USING_MINIINDUCTOR, check, extension_on, randn
 
-from miniinductor.codegen.cpp_loops import hoist_invariant
+from miniinductor.ext.cpu_fast.loops import hoist_invariant
 
 needs_cpp = pytest.mark.skipif(not USING_MINIINDUCTOR or TEST_OPTIONS.get("cpu_backend", "cpp") != "cpp",
                                reason="reads miniinductor's C++ kernels")
+fast = pytest.mark.skipif(not extension_on("cpu_fast"), reason="the C++ kernels' fast forms: extension cpu_fast")
 
 
 def test_hoist_invariant_places_each_line_by_what_it_reads():
@@ -51,6 +52,7 @@ def batch_norm_relu(x, mean, var, w, b):
 
 
 @needs_cpp
+@fast
 @pytest.mark.parametrize("shape", [(2, 32, 5, 20), (2, 16, 7, 6), (4, 64, 32, 32)])
 def test_per_channel_values_leave_the_inner_loops(shape, poisoned_buffers):
     """NCHW BatchNorm + ReLU: the sqrt and the division run once per (image, channel) row,
@@ -96,7 +98,7 @@ def test_layout_kernels_benchmark_runs():
     import subprocess
     import sys
     from pathlib import Path
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "layout_kernels_cpu.py"
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "layout_kernels_cpu.py"
     done = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = re.findall(r"^\| (\w+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|", done.stdout, re.M)
