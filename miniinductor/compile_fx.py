@@ -3,8 +3,8 @@
 Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point: capture/
 turns Dynamo's graph into ATen graphs) and `compile_fx_inner` (one ATen graph → a boxed
 callable). `compile_graph` runs the stages of passes.py in order, each a loop over its
-registered passes; the core's passes are registered at the bottom of this file, the
-extensions' by miniinductor/ext/. `python -m miniinductor passes` prints the whole list:
+registered passes; the core's passes are registered at the bottom of this file, the Triton
+backend's by miniinductor/triton/, the extensions' by miniinductor/ext/. `python -m miniinductor passes` prints the whole list:
 
     lowering   lower                 ATen ops → loop IR (lowering/graph.py), node by node,
                                      realizing each value where demanded
@@ -39,7 +39,6 @@ from .codegen.cpp import CppKernel
 from .codegen.cpp_vec import with_vector_twin
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
-from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
@@ -403,5 +402,4 @@ for _pass in (
          doc="the call as AOTAutograd makes it (fake tensors, Dynamo's hook)"),
 ):
     register(_pass)
-kernel_kind("cpp", "cpp", lambda group, ctx: cpp_kernel(group, ctx.config))
-kernel_kind("triton", "triton", lambda group, ctx: kernel_for_group(group, ctx.config))
+kernel_kind("cpp", "cpp", lambda group, ctx: cpp_kernel(group, ctx.config))   # Triton's: triton/__init__.py

@@ -11,7 +11,9 @@ object, or None when it changed `obj` in place. `enabled(ctx)` is the pass's own
 Extensions (miniinductor/ext/) add passes here, and entries to the tables the core reads:
 `KERNEL_KINDS` (which kernel class writes a fused group), `POLICY_PATCHES` (what an
 extension changes in the backend policy) and `EXTERN_LAYOUTS` (the layout an extern op needs
-of its arguments). The core never imports an extension.
+of its arguments). The core never imports an extension. The Triton backend
+(miniinductor/triton/) fills them too, and `DECOMPOSITIONS`, `PARTITIONER_OPS` and
+`WRAPPER_IMPORTS`; the core never imports it either.
 
 Mirrors the pass lists spread through `torch/_inductor` (`compile_fx.py`,
 `fx_passes/{joint_graph,post_grad}.py`, `scheduler.py`), which Inductor calls by name from
@@ -103,6 +105,12 @@ POLICY_PATCHES: list = []
 #: [(extension, constrain(graph, fx node, args) -> (args, output strides or None: the meta's),
 #: or None: not its op)], asked in turn by lowering/graph.py's fallback for each extern op
 EXTERN_LAYOUTS: list = []
+#: backend name → its own decompositions() -> {op: fn}, over the C++ kernels' (capture/decompositions.py)
+DECOMPOSITIONS: dict = {}
+#: custom ops the partitioner may fuse and recompute, as it does Inductor's prims (triton/softmax.py's)
+PARTITIONER_OPS: list = []
+#: import lines every generated wrapper has, after the core's (the Triton backend's `load_module`)
+WRAPPER_IMPORTS: list = []
 
 
 def register(p: Pass, *, before: str | None = None, after: str | None = None) -> Pass:

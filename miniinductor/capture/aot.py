@@ -108,15 +108,16 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
         return aot_autograd(
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
             inference_compiler=inference, decompositions=decomposition_table(
-                training=training, online_softmax=_triton_kernels(config, example_inputs)),
+                training=training, backend=_kernel_backend(config, example_inputs)),
             partition_fn=partition, keep_inference_input_mutations=True,
         )(gm, example_inputs)
 
 
-def _triton_kernels(config: Config, example_inputs) -> bool:
-    """Will this graph's kernels be Triton (a GPU tensor, or cpu_backend="triton")?"""
-    return config.cpu_backend == "triton" or any(
+def _kernel_backend(config: Config, example_inputs) -> str:
+    """Who will write this graph's kernels: "triton" (a GPU tensor, or cpu_backend="triton") or "cpp"."""
+    triton = config.cpu_backend == "triton" or any(
         isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
+    return "triton" if triton else "cpp"
 
 
 def partition(joint_module, joint_inputs, **kwargs):

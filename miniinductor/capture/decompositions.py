@@ -1,7 +1,7 @@
 """The decomposition table: which ATen ops AOTAutograd rewrites into simpler ones first.
 
 Mirrors `torch/_inductor/decomposition.py`. Decomposing keeps the lowering table small:
-softmax becomes `prepare_softmax_online` (each row's max and sum of exp, capture/softmax.py),
+softmax becomes `prepare_softmax_online` for Triton kernels (each row's max and sum of exp, triton/softmax.py),
 sub, exp and div; layer norm becomes var_mean-style sums, GELU becomes erf or tanh
 arithmetic, and so on, and every piece is something we lower natively.
 
@@ -14,7 +14,7 @@ How it differs from Inductor's table, every difference with its reason:
   - core ATen decompositions Inductor drops and we keep: KEPT_THOUGH_INDUCTOR_EXCLUDES;
   - the ones we drop: NOT_DECOMPOSED (Inductor drops the SDPA one too);
   - ours only: EXTRA (Inductor has most of them in its own list), FOREACH (Inductor lowers
-    foreach ops to combo kernels instead), softmax through prepare_softmax_online (softmax.py);
+    foreach ops to combo kernels instead), softmax through prepare_softmax_online (Triton);
   - Inductor's own rewrites (`mm`/`bmm`/`addmm` of tiny or vector shapes as pointwise
     arithmetic, `cat` of one tensor, quantized ops, `_to_copy`, `full`, ...): we lower those
     ops as they are or call ATen, so a reader meets them once, in lowering/.
@@ -27,7 +27,7 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from .softmax import softmax_decompositions
+from ..passes import DECOMPOSITIONS
 
 aten = torch.ops.aten
 
@@ -132,14 +132,16 @@ def foreach_decompositions() -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def decomposition_table(training: bool = True, online_softmax: bool = True) -> dict:
-    """`online_softmax`: softmax and friends through `prepare_softmax_online` (softmax.py),
-    for Triton kernels. The C++ kernels keep PyTorch's decomposition (amax, then the sum of
-    `exp(x - amax)`), whose `exp` the output reads again from memory: computing it twice
-    costs a CPU more than storing it (softmax went from ahead of eager to behind it, one thread)."""
+def decomposition_table(training: bool = True, backend: str = "triton") -> dict:
+    """`backend`'s own decompositions (`passes.DECOMPOSITIONS`) where it has some: the Triton
+    backend's softmax and friends through `prepare_softmax_online` (triton/softmax.py). The
+    C++ kernels keep PyTorch's decomposition (amax, then the sum of `exp(x - amax)`), whose
+    `exp` the output reads again from memory: computing it twice costs a CPU more than
+    storing it (softmax went from ahead of eager to behind it, one thread)."""
     table = dict(core_aten_decompositions())
     table.update(foreach_decompositions())
-    table.update(softmax_decompositions() if online_softmax   # _softmax, _log_softmax, logsumexp
+    own = DECOMPOSITIONS.get(backend)
+    table.update(own() if own is not None   # _softmax, _log_softmax, logsumexp
                  else get_decompositions([aten._softmax, aten._log_softmax]))
     table.update(get_decompositions(EXTRA + ([aten.gelu] if training else [])))
     for op in NOT_DECOMPOSED + ([] if training else INFERENCE_ONLY_NOT_DECOMPOSED):

@@ -43,8 +43,6 @@ import functools
 import torch
 import torch._functorch.partitioners as partitioners
 
-from . import softmax  # noqa: F401  (registers torch.ops.miniinductor.prepare_softmax_online)
-
 aten = torch.ops.aten
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

@@ -47,13 +47,13 @@ from __future__ import annotations
 
 import math
 
-from ..runtime.triton_runtime import HELPERS, cdiv
+from ..triton.kernel import TritonKernel
+from ..triton.program import jit_decorator
+from ..triton.runtime import HELPERS, cdiv
 from ..virtualized import V
 from .common import IndentedBuffer, Kernel, KernelArgs
 from .cpp import CppKernel, c_function
 from .cpp_vec import with_vector_twin
-from .triton import TritonKernel
-from .triton_program import jit_decorator
 
 
 class ComboKernel:
@@ -202,7 +202,7 @@ class TritonComboKernel(ComboKernel):
         pointer = {**args.input_buffers, **args.output_buffers}
         code = IndentedBuffer()
         code.writelines(["import torch", "import triton", "import triton.language as tl",
-                         "from miniinductor.runtime.triton_runtime import Launcher, libdevice"])
+                         "from miniinductor.triton.runtime import Launcher, libdevice"])
         for helper in sorted(set().union(*(sub.helpers for sub in self.subkernels))):
             code.splice(HELPERS[helper])
         grids, calls, start = [], [], 0

@@ -42,12 +42,12 @@ from __future__ import annotations
 
 import torch
 
-from ..runtime.triton_runtime import cdiv, next_power_of_2
+from ..triton.kernel import TritonKernel
+from ..triton.overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
+from ..triton.runtime import cdiv, next_power_of_2
 from ..virtualized import V
 from .common import CSEVariable, compute_dtype
 from .policy import MIX_ORDER_KINDS
-from .triton import TritonKernel
-from .triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
 
 #: bands (programs) per streaming multiprocessor of the GPU: enough to keep loads in flight
 #: (on an H100, for 16384 x 4096, 528 bands came much closer to copy bandwidth than 132)

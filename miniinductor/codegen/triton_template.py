@@ -61,12 +61,12 @@ from ..ir.indexing import canonical_vars
 from ..ir.nodes import Layout, ReinterpretView
 from ..ir.sizevars import is_static
 from ..logs import get_logger
-from ..runtime.triton_runtime import AutotuneCache, Launcher, benchmark, cdiv, load_module, next_power_of_2, precompile_all, set_tma_allocator
+from ..triton.kernel import TritonKernel
+from ..triton.overrides import TRITON_TYPE
+from ..triton.program import interpreter_range
+from ..triton.runtime import AutotuneCache, Launcher, benchmark, cdiv, load_module, next_power_of_2, precompile_all, set_tma_allocator
 from ..virtualized import V
 from .common import IndentedBuffer
-from .triton import TritonKernel
-from .triton_overrides import TRITON_TYPE
-from .triton_program import interpreter_range
 
 log = get_logger("autotune")
 #: operand dtypes the template computes

@@ -30,8 +30,8 @@ import math
 import networkx as nx
 
 from ..codegen.policy import BackendPolicy
-from ..codegen.triton_tiling import tile_split
 from ..ir.sizevars import is_static
+from ..triton.tiling import tile_split
 from .fusion import FusionDecision
 from .scheduler import FusedGroup
 

@@ -18,8 +18,8 @@ import math
 import torch
 from sympy.printing.str import StrPrinter
 
+from ..codegen.common import compute_dtype
 from ..ops_handler import BINARY_OPS, UNARY_OPS
-from .common import compute_dtype
 
 TRITON_TYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",

@@ -12,13 +12,14 @@ import math
 
 import sympy
 
+from ..codegen.common import IndentedBuffer, Kernel
 from ..ir.indexing import pexpr
 from ..ir.sizevars import is_static
-from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
-from .common import IndentedBuffer
+from .helpers import HELPERS
+from .overrides import texpr
 from .policy import block_sizes, tile_sizes
-from .triton_overrides import texpr
+from .runtime import cdiv, next_power_of_2
 
 
 def jit_decorator(int_params) -> str:
@@ -40,7 +41,7 @@ def interpreter_range(var: str, start, stop, step) -> list[str]:
             f"    {var} += {step}"]
 
 
-class TritonProgram:
+class TritonProgram(Kernel):
     """TritonKernel's source and launcher (see the module docstring)."""
 
     def autotune_candidates(self, blocks) -> list[dict]:
@@ -120,7 +121,7 @@ class TritonProgram:
     def _codegen(self) -> str:
         code = IndentedBuffer()
         code.writelines(["import torch", "import triton", "import triton.language as tl",
-                         "from miniinductor.runtime.triton_runtime import Launcher, autotune, cdiv, libdevice",
+                         "from miniinductor.triton.runtime import Launcher, autotune, cdiv, libdevice",
                          "_best = []  # the Launcher (block sizes) max_autotune picked"])
         for helper in sorted(self.helpers):
             code.splice(HELPERS[helper])

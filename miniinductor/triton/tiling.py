@@ -15,11 +15,11 @@ import math
 
 import sympy
 
+from ..codegen.common import affine_strides
+from ..codegen.triton_mix_order import MixOrderKernel
 from ..ir.indexing import canonical_vars
 from ..ir.sizevars import is_static
-from .common import affine_strides
-from .triton import TritonKernel
-from .triton_mix_order import MixOrderKernel
+from .kernel import TritonKernel
 
 
 def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
