@@ -38,7 +38,7 @@ from miniinductor.codegen.triton_template import FMA_MAX_TILE, Gemm, config_text
 from miniinductor.compile_fx import collect_compiled, generate_kernel  # noqa: E402
 from miniinductor.config import Config, list_options  # noqa: E402
 from miniinductor.runtime import helpers  # noqa: E402
-from miniinductor.runtime.triton_runtime import AutotuneCache  # noqa: E402
+from miniinductor.triton.runtime import AutotuneCache  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3.2e-2}
@@ -525,7 +525,7 @@ def test_precompile_all_compiles_a_kernel_once(monkeypatch):
     hands its own launcher the compiled kernel."""
     import threading
 
-    from miniinductor.runtime import triton_runtime
+    from miniinductor.triton import runtime as triton_runtime
     release, compiled = threading.Event(), []
 
     class StandIn:   # what precompile_all reads of a Launcher
@@ -558,7 +558,7 @@ def test_nothing_is_timed_while_compiles_run(monkeypatch):
 
     import triton.testing
 
-    from miniinductor.runtime import triton_runtime
+    from miniinductor.triton import runtime as triton_runtime
     release, order = threading.Event(), []
 
     class Slow:   # a Launcher whose compile takes until `release`

@@ -17,7 +17,7 @@
 # `select_gemm`: the autotuner, `coordinate_descent`), `miniinductor/codegen/epilogue_tuning.py`
 # (the template timed with its epilogue), `miniinductor/lowering/matmul.py`
 # (when a matmul becomes a template), `miniinductor/scheduler/fusion.py` (the epilogue
-# rule), `miniinductor/runtime/triton_runtime.py` (`AutotuneCache`).
+# rule), `miniinductor/triton/runtime.py` (`AutotuneCache`).
 #
 # Mirrors `torch/_inductor/kernel/mm.py` and `select_algorithm.py`, in small. On the CPU
 # every tensor below is tiny: the interpreter runs one program at a time.

@@ -34,7 +34,7 @@ kernel's ATen ops, then its number in the graph.
 
 (`Launcher(...)(args)` is `triton_per_fused_sum_0[(1,)](args, XBLOCK=8, ...)` minus the JIT's
 per-call dispatch after the first call; from the pointers' dtypes it can also compile
-ahead, all of a graph's kernels at once: runtime/triton_runtime.py.)
+ahead, all of a graph's kernels at once: triton/runtime.py.)
 
 Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`;
 runs of dimensions an index walks contiguously are merged first, so a contiguous access
@@ -48,7 +48,7 @@ block, and `loop` blocks over the reduction ranges. A reduction is *persistent* 
 next_power_of_2(rnumel), everything straight-line) when rnumel <= 4096, else *looped*
 (`for roffset in range(...)` with block-shaped accumulators; a block that reads a finished
 reduction starts a new loop, as Inductor does for softmax). A looped softmax's max and sum of
-exp are one online reduction (lowering/softmax.py, `_online_softmax`): one loop, not two. A pointwise group that reads or
+exp are one online reduction (triton/softmax.py, `_online_softmax`): one loop, not two. A pointwise group that reads or
 writes memory transposed is *tiled* (triton_tiling.py, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis. One whose
 store is contiguous along another dim than the last (channels-last) walks its ranges in the

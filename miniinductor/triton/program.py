@@ -2,7 +2,7 @@
 which part of the row it takes: `xoffset`, `xindex`, `rbase` and the loop variables recovered
 from them), the blocks in order (a looped reduction's `for roffset` loop), the block sizes
 (policy.py's heuristic, or max_autotune's few candidates), and the launcher the wrapper calls.
-The methods of TritonKernel (codegen/triton.py) that write them, a mixin. Mirrors
+The methods of TritonKernel (triton/kernel.py) that write them, a mixin. Mirrors
 `torch/_inductor/codegen/triton.py` (`codegen_kernel`, `codegen_range_tree`) and the launch
 code of `torch/_inductor/runtime/triton_heuristics.py`.
 """
@@ -218,7 +218,7 @@ class TritonProgram(Kernel):
     def _autotuned_launch_lines(self, lines, candidates, args, xnumel, dtypes) -> list[str]:
         """max_autotune's launcher: `_launchers_<name>`, one `Launcher` per candidate (compiled
         together ahead of the first call, with the graph's other kernels); the first call times
-        each on the real tensors (runtime/triton_runtime.py, `autotune`) and keeps the fastest."""
+        each on the real tensors (triton/runtime.py, `autotune`) and keeps the fastest."""
         launchers, ints = f"_launchers_{self.name}", len(args) - len(dtypes)
         static = isinstance(xnumel, (int, sympy.Integer))
         grid = f"(cdiv({xnumel}, c['XBLOCK']),)" if static else "None"
