@@ -1,7 +1,7 @@
 """Dump the generated code of a corpus of graphs, and compare two dumps byte for byte.
 
     python benchmarks/dump_corpus.py dump OUT [--options JSON] [--only bench,zoo,real]
-    python benchmarks/dump_corpus.py compare OUT_BEFORE OUT_AFTER
+    python benchmarks/dump_corpus.py compare OUT_BEFORE OUT_AFTER [--substitute OLD=NEW ...]
 
 For a refactor that must not change what the compiler emits (issue 35: "byte-identical for
 the default options"), dump before, dump after, compare. The corpus: every workload of
@@ -12,7 +12,10 @@ module (the C++ kernels are embedded in it) is copied to OUT/<entry>/<k>_wrapper
 compile order; the kernel cache is OUT/cache, fresh for each dump, so that no timed choice
 (oneDNN against ATen, GEMM autotuning) is read from an earlier run, and its path is written
 as `<cache>` so that two dumps compare. `compare` lists every file that differs or exists on
-one side only, with the first differing line, and exits 1 if any does.
+one side only, with the first differing line, and exits 1 if any does. `--substitute OLD=NEW`
+(repeatable) replaces OLD by NEW in every file of the BEFORE side first: for a change that
+renames a module the generated code imports (`--substitute
+miniinductor.runtime.triton_runtime=miniinductor.triton.runtime`), the rest must still match.
 
 Two dumps of the same tree (2026-11-28, this machine, the whole corpus: 97 graphs, 3:50
 each) differed in one file: bench_gpt2_block, where oneDNN's linear against ATen's addmm is
@@ -90,7 +93,7 @@ def dump(out: Path, options: dict, only: set[str]) -> int:
     return 0
 
 
-def compare(before: Path, after: Path) -> int:
+def compare(before: Path, after: Path, substitutions=()) -> int:
     def files(root):
         return {p.relative_to(root) for p in root.rglob("*_wrapper.py") if "cache" not in p.parts}
     a, b = files(before), files(after)
@@ -101,6 +104,8 @@ def compare(before: Path, after: Path) -> int:
             differing += 1
             continue
         x, y = (before / rel).read_text(), (after / rel).read_text()
+        for old, new in substitutions:
+            x = x.replace(old, new)
         if x != y:
             differing += 1
             diff = list(difflib.unified_diff(x.splitlines(), y.splitlines(), lineterm="", n=0))
@@ -119,10 +124,15 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
+    c.add_argument("--substitute", action="append", default=[], metavar="OLD=NEW",
+                   help="replace OLD by NEW in the BEFORE side's files before comparing (repeatable)")
     args = parser.parse_args(argv)
     if args.command == "dump":
         return dump(args.out, json.loads(args.options), set(args.only.split(",")))
-    return compare(args.before, args.after)
+    substitutions = [tuple(s.split("=", 1)) for s in args.substitute]
+    if any(len(s) != 2 or not s[0] for s in substitutions):
+        parser.error("--substitute takes OLD=NEW")
+    return compare(args.before, args.after, substitutions)
 
 
 if __name__ == "__main__":

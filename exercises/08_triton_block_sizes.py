@@ -30,9 +30,9 @@ slow), wrong for a persistent reduction, which then reads only the first element
 Helpers (imported below): next_power_of_2, MAX_BLOCK_NUMEL.
 Run: python -m miniinductor exercise run 8   (Triton runs interpreted on the CPU)
 """
-from miniinductor.codegen.policy import MAX_BLOCK_NUMEL, next_power_of_2  # noqa: F401
+from miniinductor.triton.policy import MAX_BLOCK_NUMEL, next_power_of_2  # noqa: F401
 
-TARGET = "miniinductor.codegen.policy.block_sizes"
+TARGET = "miniinductor.triton.policy.block_sizes"
 
 
 def block_sizes(xnumel, rnumel, persistent, outer, gathers=0):

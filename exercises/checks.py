@@ -187,8 +187,8 @@ def memory_reuse():
 
 # --------------------------------------------------------------------------- 08 Triton block sizes
 def triton_block_sizes():
-    from miniinductor.codegen.policy import MAX_BLOCK_NUMEL
-    block_sizes = _target("miniinductor.codegen.policy.block_sizes")
+    from miniinductor.triton.policy import MAX_BLOCK_NUMEL
+    block_sizes = _target("miniinductor.triton.policy.block_sizes")
     cases = [(1000, None, False, False), (7, None, False, False), (1 << 20, None, False, False),
              (64, 100, True, False), (3, 4096, True, False), (1, 10000, False, False),
              (4096, 512, False, True), (100, 9000, False, False)]

@@ -4,12 +4,15 @@
     miniinductor.compile(model, **options)           # the same, with options checked
 
 Phases, in the order data flows: capture/ → lowering/ → ir/ → scheduler/ → codegen/ →
-runtime/ (→ tools/debug/). `compile_fx.py` runs them in order for one graph; `backend` and
+runtime/ (→ tools/debug/); the Triton backend is triton/, the extensions ext/. `compile_fx.py` runs them in order for one graph; `backend` and
 `compile` live there too and are re-exported here.
 """
 from __future__ import annotations
 
 from . import compile_fx as _compile_fx
+from .triton import backend as _triton  # noqa: F401  (registers the Triton backend, before the extensions: the core never imports it)
+
+# isort: split
 from . import (
     ext,  # noqa: F401  (registers every extension: the core never imports them)
     metrics,  # noqa: F401

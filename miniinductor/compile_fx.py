@@ -3,8 +3,8 @@
 Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point: capture/
 turns Dynamo's graph into ATen graphs) and `compile_fx_inner` (one ATen graph → a boxed
 callable). `compile_graph` runs the stages of passes.py in order, each a loop over its
-registered passes; the core's passes are registered at the bottom of this file, the
-extensions' by miniinductor/ext/. `python -m miniinductor passes` prints the whole list:
+registered passes; the core's passes are registered at the bottom of this file, the Triton
+backend's by miniinductor/triton/, the extensions' by miniinductor/ext/. `python -m miniinductor passes` prints the whole list:
 
     lowering   lower                 ATen ops → loop IR (lowering/graph.py), node by node,
                                      realizing each value where demanded
@@ -37,7 +37,6 @@ from .capture import capture
 from .codegen.cpp import CppKernel
 from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
 from .codegen.policy import policy_for
-from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
 from .logs import get_logger
@@ -390,4 +389,3 @@ for _pass in (
 ):
     register(_pass)
 kernel_kind("cpp", "cpp", lambda group, ctx: CppKernel(group.kernel_name, group.R, group.Q, ctx.config))
-kernel_kind("triton", "triton", lambda group, ctx: kernel_for_group(group, ctx.config))

@@ -15,7 +15,9 @@ extension changes in the backend policy), `EXTERN_LAYOUTS` (the layout an extern
 of its arguments), `MATMUL_CHOICES` (what computes a matmul, before ATen), `NODE_KINDS` (the
 scheduler node of an extension's IR buffer) and `FUSION_RULES` (whether and how a pair holding
 such a node fuses); and to capture/decompositions.py's `EXTRA_DECOMPOSITIONS` (ops AOTAutograd
-decomposes while the extension is on). The core never imports an extension.
+decomposes while the extension is on). The Triton backend (miniinductor/triton/) fills them
+too, and `DECOMPOSITIONS`, `PARTITIONER_OPS` and `WRAPPER_IMPORTS`. The core never imports an
+extension or the Triton backend.
 
 Mirrors the pass lists spread through `torch/_inductor` (`compile_fx.py`,
 `fx_passes/{joint_graph,post_grad}.py`, `scheduler.py`), which Inductor calls by name from
@@ -117,6 +119,12 @@ NODE_KINDS: dict = {}
 #: [(extension, rule(a, b) -> None (not its pair) or ((R, Q) or why not, kind))]: asked in
 #: order by Scheduler.can_fuse before the core's rules of loop shapes
 FUSION_RULES: list = []
+#: backend name → its own decompositions() -> {op: fn}, over the C++ kernels' (capture/decompositions.py)
+DECOMPOSITIONS: dict = {}
+#: custom ops the partitioner may fuse and recompute, as it does Inductor's prims (triton/softmax.py's)
+PARTITIONER_OPS: list = []
+#: import lines every generated wrapper has, after the core's (the Triton backend's `load_module`)
+WRAPPER_IMPORTS: list = []
 
 
 def register(p: Pass, *, before: str | None = None, after: str | None = None) -> Pass:

@@ -6,7 +6,7 @@ C++ promotes 8/16-bit integers to int before arithmetic, so `-x` of a uint8 is a
 int: stored it wraps, but compared, divided or summed in the kernel it was wrong
 (codegen/cpp_prelude.h `mi_t`). Shifts by a negative amount or by the bit width or more are
 undefined in C and in Triton; ATen defines them (codegen/cpp_prelude.h `mi_shl`/`mi_shr`,
-codegen/triton_overrides.py). Each dtype's ops are compiled as one function (one compile per
+triton/overrides.py). Each dtype's ops are compiled as one function (one compile per
 dtype and target keeps the test quick); every result is compared exactly (integers: rtol =
 atol = 0), and each failing output is named.
 """

@@ -9,7 +9,7 @@
 * A graph's device comes from its nodes, not only from its inputs: `torch.arange(8,
   device="cuda") * 2` has no inputs, and C++ kernels writing its CUDA memory crashed. The
   device choice is checked here on fake CUDA tensors (FakeTensorMode needs no GPU); the
-  same graphs run on a GPU in test_gpu.py. Their CPU versions are compiled here.
+  same graphs run on a GPU in triton/test_gpu.py. Their CPU versions are compiled here.
 """
 import re
 
@@ -175,7 +175,7 @@ def _fake_graph(fn, *inputs):
 
 
 # kaiser's trace calls a real CUDA op even under FakeTensorMode, so it cannot be traced
-# without a GPU; test_gpu.py runs it on one.
+# without a GPU; triton/test_gpu.py runs it on one.
 FAKE_CUDA_GRAPHS = [name for name in NO_INPUT_GRAPHS if name != "kaiser_window"]
 
 

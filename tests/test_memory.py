@@ -270,7 +270,7 @@ def test_inplace_over_a_buffer_read_earlier_by_another_kernel():
 def test_autotune_restores_what_a_kernel_writes_in_place(monkeypatch):
     """max_autotune runs each candidate many times; a kernel that writes over its input
     (here `x += 1`) must leave the input as it found it, or the real launch adds 1 twice."""
-    from miniinductor.runtime import triton_runtime
+    from miniinductor.triton import runtime as triton_runtime
 
     monkeypatch.setattr(triton_runtime, "benchmark", lambda fn: [fn() for _ in range(3)] and 1.0)
     x = torch.randn(64)
@@ -301,7 +301,7 @@ def test_autotuned_kernels_time_a_few_precompiled_launchers():
     size (`_launchers_<name>`, all compiled ahead with the graph's kernels): the heuristic's
     first, then at most its four neighbours (XBLOCK and num_warps doubled and halved); and
     each candidate computes the same result."""
-    from miniinductor.runtime.triton_runtime import Launcher, kernel_launchers
+    from miniinductor.triton.runtime import Launcher, kernel_launchers
     torch.manual_seed(0)
     x, y = torch.randn(64, 40), torch.randn(64, 40)
     fn = lambda x, y: (torch.nn.functional.gelu(x * 2 + y), torch.softmax(x, -1))  # noqa: E731

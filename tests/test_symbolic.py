@@ -3,7 +3,7 @@
 With `dynamic=True` (or the default `dynamic=None` after a second shape) Dynamo hands over
 sizes as SymPy symbols; the C++ kernels take them as `int64_t` arguments and the wrapper
 reads them from the inputs, so a sweep of sizes compiles each graph once (Triton kernels:
-tests/test_symbolic_triton.py). Every result is
+tests/triton/test_symbolic_triton.py). Every result is
 compared with eager on fresh random inputs. Tolerances: float32 sums whose order differs
 from eager's (OpenMP simd reductions, LayerNorm's statistics): relative 1e-4, absolute
 1e-4 (1e-5 would flake on gradients summed over 129 rows). Floats of the sizes (LayerNorm's
@@ -31,9 +31,9 @@ from miniinductor.tools.debug.explain import kernel_lines
 from miniinductor.tools.models import GPT2Block
 
 pytestmark = requires_miniinductor
-TRITON = TEST_OPTIONS.get("cpu_backend") == "triton"   # (Triton's own cases: tests/test_symbolic_triton.py)
+TRITON = TEST_OPTIONS.get("cpu_backend") == "triton"   # (Triton's own cases: tests/triton/test_symbolic_triton.py)
 SLOW_UNDER_TRITON = pytest.mark.skipif(TRITON, reason="T up to 512 is too slow under Triton's interpreter "
-                                               "(test_symbolic_triton.py runs the block at small T)")
+                                               "(triton/test_symbolic_triton.py runs the block at small T)")
 CPP_SOURCE = pytest.mark.skipif(TRITON, reason="reads the C++ kernels' source")
 BATCHES = (3, 5, 17, 33, 64, 100, 129)
 SEQ_LENS = (16, 33, 128, 300, 512)

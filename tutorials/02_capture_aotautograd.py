@@ -104,10 +104,10 @@ out = aot_function(softmax_fn, printing_compiler("forward", dec),
 # `exp(x - max(x)) / sum(exp(x - max(x)))`, and its backward is
 # `y * (g - sum(g * y))` written as `mul / sum / mul / sub`. The row's max and sum of
 # exp come from one op of ours, `miniinductor.prepare_softmax_online(x, dim)`
-# (`capture/softmax.py`, Inductor's `prims.prepare_softmax_online`): lowering makes it
+# (`triton/softmax.py`, Inductor's `prims.prepare_softmax_online`): lowering makes it
 # the two reductions `amax` and `sum(exp(x - max))`, or, for a row too long for one
 # block, a single *online* reduction that reads the row once (tutorial 9). (Graphs for
-# the C++ kernels are captured with `decomposition_table(online_softmax=False)`: PyTorch's
+# the C++ kernels are captured with `decomposition_table(backend="cpp")`: PyTorch's
 # own `amax`, `sub`, `exp`, `sum`, whose `exp` a CPU stores once rather than computing it
 # twice.) Every op here
 # is a pointwise op or a reduction that miniinductor lowers natively, and that the

@@ -129,7 +129,7 @@ graph = TracingLowering(gm, args, Config()).run()
 #
 # * `mm` has no lowering: it becomes `ExternKernel buf0`, a call to `aten.mm` at run
 #   time (every compiler leaves matmul to BLAS).
-# * `prepare_softmax_online` (softmax's row max and sum of exp, `capture/softmax.py`)
+# * `prepare_softmax_online` (softmax's row max and sum of exp, `triton/softmax.py`)
 #   becomes two reductions, `amax` and a `sum` of `exp(x - max)`: reductions are always
 #   realized into buffers.
 # * `sub`, `exp`, `div`, `mul` are inline `Pointwise` closures: they are computed

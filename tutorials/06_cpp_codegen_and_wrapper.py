@@ -130,7 +130,7 @@ torch.testing.assert_close(small(list(small_args))[0], softmax_fn(*small_args)[0
 # With `Config(fusion=False)` the scheduler keeps one kernel per buffer, and the max and
 # the sum of `exp(x*y - max)` make a round trip through memory (they are now kernel
 # arguments). Softmax arrives as `prepare_softmax_online` (the pair max, sum; see
-# capture/softmax.py), whose lowering computes the exponentials inside the sum's loop, so
+# triton/softmax.py), whose lowering computes the exponentials inside the sum's loop, so
 # the output kernel computes them again rather than reading a stored copy:
 
 # %%

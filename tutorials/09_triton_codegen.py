@@ -21,13 +21,13 @@
 #   Triton's interpreter) and on a GPU, and what the fused softmax saves in memory
 #   traffic.
 #
-# Files: `miniinductor/codegen/triton.py` (TritonKernel, tile_split),
-# `miniinductor/codegen/triton_overrides.py` (TritonOverrides: the text of each op),
+# Files: the Triton backend, `miniinductor/triton/`: `kernel.py` and `reduction.py`
+# (TritonKernel), `tiling.py` (tile_split), `overrides.py` (TritonOverrides: the text of
+# each op), `policy.py` (block-size heuristics, split rules), `runtime.py` and `helpers.py`
+# (the module loader, the kernels' helpers and the interpreter's libdevice);
 # `miniinductor/ext/mix_order/` (the mix-order extension: MixOrderKernel, section 6),
-# `miniinductor/codegen/policy.py` (the backend policy: block-size heuristics, split
-# rules), `miniinductor/runtime/triton_runtime.py` (helpers, the module loader
-# and the interpreter's libdevice), `miniinductor/compile_fx.py` (`generate_kernel`),
-# `miniinductor/codegen/wrapper.py`.
+# `miniinductor/codegen/policy.py` (the backend policy),
+# `miniinductor/compile_fx.py` (`generate_kernel`), `miniinductor/codegen/wrapper.py`.
 #
 # On the CPU the kernels run under Triton's *interpreter*: NumPy code, one program at a
 # time. It is slow, so every tensor below is tiny. Where a GPU is present, section 9 runs
@@ -40,10 +40,10 @@ import time
 import torch
 
 import miniinductor
-from miniinductor.codegen.policy import PERSISTENT_REDUCTION_MAX, block_sizes, tile_sizes
-from miniinductor.codegen.triton_overrides import TritonOverrides
 from miniinductor.compile_fx import collect_compiled, generate_kernel
-from miniinductor.runtime.triton_runtime import load_module
+from miniinductor.triton.overrides import TritonOverrides
+from miniinductor.triton.policy import PERSISTENT_REDUCTION_MAX, block_sizes, tile_sizes
+from miniinductor.triton.runtime import load_module
 from miniinductor.virtualized import V
 
 torch.manual_seed(0)
@@ -176,7 +176,7 @@ print(wrapper[wrapper.index("def call"):].strip())
 # value rather than recompute it.) `generate_kernel(group, ...)` then
 # builds a `CppKernel` or a Triton kernel (the first kernel kind in `passes.KERNEL_KINDS`
 # that takes the group: the extensions' mix-order and combo kernels, then
-# `kernel_for_group(group)` in codegen/triton_tiling.py, which picks a plain or tiled one). Both are **ops handlers**
+# `kernel_for_group(group)` in triton/tiling.py, which picks a plain or tiled one). Both are **ops handlers**
 # (tutorial 3): each node's `inner_fn` runs under the kernel, and every `ops.load`,
 # `ops.add`... writes one line of C++ or of Triton. Only the spelling of each op differs;
 # `TritonOverrides` holds Triton's:

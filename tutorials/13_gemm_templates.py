@@ -17,7 +17,7 @@
 # in `miniinductor/ext/gemm/`: `template.py` (the template text, `TritonTemplateKernel`),
 # `autotune.py` (`select_gemm`: the autotuner, `coordinate_descent`), `epilogue_tuning.py`
 # (the template timed with its epilogue), `lowering.py` (when a matmul becomes a template),
-# `scheduling.py` (the epilogue rule); and `miniinductor/runtime/triton_runtime.py`
+# `scheduling.py` (the epilogue rule); and `miniinductor/triton/runtime.py`
 # (`AutotuneCache`).
 #
 # Mirrors `torch/_inductor/kernel/mm.py` and `select_algorithm.py`, in small. On the CPU

@@ -1,7 +1,7 @@
 """Reference solution of exercise 08 (Triton block sizes)."""
-from miniinductor.codegen.policy import GATHERS_MIN, MAX_BLOCK_NUMEL, next_power_of_2
+from miniinductor.triton.policy import GATHERS_MIN, MAX_BLOCK_NUMEL, next_power_of_2
 
-TARGET = "miniinductor.codegen.policy.block_sizes"
+TARGET = "miniinductor.triton.policy.block_sizes"
 
 
 def block_sizes(xnumel, rnumel, persistent, outer, gathers=0):

@@ -49,15 +49,15 @@ import functools
 import operator
 
 import torch
+import torch._functorch.partitioners as partitioners
 from torch._dynamo.backends.common import aot_autograd
 from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
 from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from ..config import Config
 from ..ir.sizevars import SymbolicUnsupported
-from ..passes import Context, run_stage
+from ..passes import PARTITIONER_OPS, Context, run_stage
 from .decompositions import decomposition_table
-from .softmax import partitioner_knows_our_ops
 from .specialize import PerShape, Specializer, _compile_id, has_symbolic_inputs
 from .specialize import log as dynamic_log
 
@@ -104,15 +104,16 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
         return aot_autograd(
             fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
             inference_compiler=wrapped, decompositions=decomposition_table(
-                training=training, online_softmax=_triton_kernels(config, example_inputs), extensions=config.extensions),
+                training=training, backend=_kernel_backend(config, example_inputs), extensions=config.extensions),
             partition_fn=functools.partial(partition, ctx=ctx), keep_inference_input_mutations=True,
         )(gm, example_inputs)
 
 
-def _triton_kernels(config: Config, example_inputs) -> bool:
-    """Will this graph's kernels be Triton (a GPU tensor, or cpu_backend="triton")?"""
-    return config.cpu_backend == "triton" or any(
+def _kernel_backend(config: Config, example_inputs) -> str:
+    """Who will write this graph's kernels: "triton" (a GPU tensor, or cpu_backend="triton") or "cpp"."""
+    triton = config.cpu_backend == "triton" or any(
         isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
+    return "triton" if triton else "cpp"
 
 
 def partition(joint_module, joint_inputs, *, ctx: Context, **kwargs):
@@ -198,3 +199,24 @@ def _needs_grad(gm, example_inputs) -> bool:
         return False
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)] + list(gm.parameters())
     return any(t.requires_grad for t in tensors)
+
+
+@contextlib.contextmanager
+def partitioner_knows_our_ops():
+    """Our custom ops (passes.PARTITIONER_OPS) on the partitioner's fusible and recomputable
+    lists, as Inductor's prims are."""
+    default_op_list = getattr(partitioners, "get_default_op_list", None)
+    if default_op_list is None or not PARTITIONER_OPS:   # another torch: only recomputation is lost
+        yield
+        return
+
+    def with_ours():
+        ops = default_op_list()
+        for name in ("recomputable_ops", "fusible_ops"):
+            getattr(ops, name).update(PARTITIONER_OPS)
+        return ops
+    partitioners.get_default_op_list = with_ours
+    try:
+        yield
+    finally:
+        partitioners.get_default_op_list = default_op_list

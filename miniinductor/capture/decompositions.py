@@ -1,7 +1,7 @@
 """The decomposition table: which ATen ops AOTAutograd rewrites into simpler ones first.
 
 Mirrors `torch/_inductor/decomposition.py`. Decomposing keeps the lowering table small:
-softmax becomes `prepare_softmax_online` (each row's max and sum of exp, capture/softmax.py),
+softmax becomes `prepare_softmax_online` for Triton kernels (each row's max and sum of exp, triton/softmax.py),
 sub, exp and div; layer norm becomes var_mean-style sums, GELU becomes erf or tanh
 arithmetic, and so on, and every piece is something we lower natively.
 
@@ -15,7 +15,7 @@ How it differs from Inductor's table, every difference with its reason:
   - the ones we drop: NOT_DECOMPOSED (Inductor drops the SDPA one too);
   - ours only: EXTRA (Inductor has most of them in its own list), the foreach ops while
     ext/combo is on (EXTRA_DECOMPOSITIONS; Inductor lowers foreach ops to combo kernels
-    instead), softmax through prepare_softmax_online (softmax.py);
+    instead), softmax through prepare_softmax_online (Triton);
   - Inductor's own rewrites (`mm`/`bmm`/`addmm` of tiny or vector shapes as pointwise
     arithmetic, `cat` of one tensor, quantized ops, `_to_copy`, `full`, ...): we lower those
     ops as they are or call ATen, so a reader meets them once, in lowering/.
@@ -28,7 +28,7 @@ import functools
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from .softmax import softmax_decompositions
+from ..passes import DECOMPOSITIONS
 
 aten = torch.ops.aten
 
@@ -101,17 +101,19 @@ EXTRA_DECOMPOSITIONS: list = []
 
 
 @functools.lru_cache(maxsize=None)
-def decomposition_table(training: bool = True, online_softmax: bool = True, extensions: tuple | None = None) -> dict:
+def decomposition_table(training: bool = True, backend: str = "triton", extensions: tuple | None = None) -> dict:
     """`extensions`: whose EXTRA_DECOMPOSITIONS to take (None: every one's; `Config.extensions`).
-    `online_softmax`: softmax and friends through `prepare_softmax_online` (softmax.py),
-    for Triton kernels. The C++ kernels keep PyTorch's decomposition (amax, then the sum of
-    `exp(x - amax)`), whose `exp` the output reads again from memory: computing it twice
-    costs a CPU more than storing it (softmax went from ahead of eager to behind it, one thread)."""
+    `backend`'s own decompositions (`passes.DECOMPOSITIONS`) where it has some: the Triton
+    backend's softmax and friends through `prepare_softmax_online` (triton/softmax.py). The
+    C++ kernels keep PyTorch's decomposition (amax, then the sum of `exp(x - amax)`), whose
+    `exp` the output reads again from memory: computing it twice costs a CPU more than
+    storing it (softmax went from ahead of eager to behind it, one thread)."""
     table = dict(core_aten_decompositions())
     for extension, make in EXTRA_DECOMPOSITIONS:
         if extensions is None or extension in extensions:
             table.update(make())
-    table.update(softmax_decompositions() if online_softmax   # _softmax, _log_softmax, logsumexp
+    own = DECOMPOSITIONS.get(backend)
+    table.update(own() if own is not None   # _softmax, _log_softmax, logsumexp
                  else get_decompositions([aten._softmax, aten._log_softmax]))
     table.update(get_decompositions(EXTRA + ([aten.gelu] if training else [])))
     for op in NOT_DECOMPOSED + ([] if training else INFERENCE_ONLY_NOT_DECOMPOSED):

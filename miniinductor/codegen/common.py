@@ -196,7 +196,7 @@ def simplified_index(index, var_ranges):
 def innermost_strides(index, var_ranges, x_last, r_last) -> tuple:
     """A load's (x stride, r stride): the coefficients of the innermost non-1 loop variables
     `x_last` and `r_last` (None where there is none) in its simplified index. A block-shape
-    hint: `reduces_columns` (runtime/triton_runtime.py) reads a list of them. `var_ranges`
+    hint: `reduces_columns` (triton/policy.py) reads a list of them. `var_ranges`
     None: `index` is simplified already (`simplified_index`)."""
     index = index if var_ranges is None else simplified_index(index, var_ranges)
     return tuple(index.coeff(v) if v is not None else None for v in (x_last, r_last))

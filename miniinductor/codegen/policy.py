@@ -9,13 +9,13 @@ phase compares backend strings.
                           so a twice-read transcendental value is stored, not recomputed
     unfuse_addmm          Triton: addmm read only pointwise → mm + a bias add its readers
                           inline (lowering/matmul.py)
-    split_reductions      Triton: long rows or long columns cut in two (`reduction_splits`)
+    split_reductions      Triton: long rows or long columns cut in two (triton/passes.py)
     mix_order_reduction   Triton: a row and a column reduction of one input share a kernel
                           (set by ext/mix_order; lowering/reductions.py leaves those unsplit)
     gemm_templates        Triton: under max_autotune, matmuls may come from GEMM templates
     persistent_reduction_max  Triton: the longest row reduced in one block
     online_softmax_min    the shortest row whose softmax max and sum of exp are one online
-                          reduction (one pass over the row; `online_softmax`); None: never
+                          reduction (one pass over the row; triton/softmax.py); None: never
     welford_min           C++: the shortest innermost reduced dim whose variance is one Welford
                           reduction (`welford`); None (Triton): never, two passes
     tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
@@ -37,14 +37,11 @@ phase compares backend strings.
                           -inf where the position is outside (a predicated load costs nothing on
                           a GPU; the clamps and comparisons were slower than Inductor's on an H200)
 
-It also holds the Triton rules that several phases share: block sizes (`block_sizes`,
-`tile_sizes`, `reduces_columns`) and split reductions (`reduction_splits`).
+The Triton backend sets its own numbers (persistent_reduction_max, online_softmax_min) through
+`passes.POLICY_PATCHES`, and keeps its block-size and split rules in triton/policy.py.
 
-Mirrors the backend checks spread through `torch/_inductor`: `runtime/triton_heuristics.py`
-(block sizes; we do not autotune these heuristics' candidates), `ir.Reduction.num_splits`
-(`reduction_splits`, a simpler rule), `fx_passes/post_grad.should_prefer_unfused_addmm` and
-`config.triton.mix_order_reduction`. Leaves out: per-device tuning tables (SM count, shared
-memory); the numbers here are the H100's.
+Mirrors the backend checks spread through `torch/_inductor`:
+`fx_passes/post_grad.should_prefer_unfused_addmm` and `config.triton.mix_order_reduction`.
 """
 from __future__ import annotations
 
@@ -54,12 +51,6 @@ import torch
 
 from ..config import Config
 from ..passes import POLICY_PATCHES
-from ..runtime.triton_runtime import cdiv, next_power_of_2
-
-#: the longest reduction computed in one block, the whole row at once (persistent)
-PERSISTENT_REDUCTION_MAX = 4096
-#: elements one program handles at a time (XBLOCK * RBLOCK)
-MAX_BLOCK_NUMEL = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +62,8 @@ class BackendPolicy:
     mix_order_reduction: bool
     gemm_templates: bool = False    # max_autotune may compute matmuls with Triton GEMM templates
     mix_order_min_numel: int = 0
-    persistent_reduction_max: int = PERSISTENT_REDUCTION_MAX
-    online_softmax_min: int | None = PERSISTENT_REDUCTION_MAX + 1
+    persistent_reduction_max: int = 0       # Triton's (triton/policy.py); 0: no persistent block
+    online_softmax_min: int | None = None
     welford_min: int | None = None
     tiled_transposes: bool = True
     explicit_vectors: bool = False
@@ -89,16 +80,6 @@ class BackendPolicy:
         static = all(isinstance(n, int) for n in (*a.shape, *b.shape, *b.stride()))
         return (static and a.shape[0] == 1 and b.dim() == 2 and (b.stride(0) == 1 or b.shape[0] == 1)
                 and a.dtype in (torch.float32, torch.float64) and b.shape[0] * b.shape[1] <= self.vector_matrix_max)
-
-    def online_softmax(self, xnumel, rnumel) -> bool:
-        """Compute softmax's row max and sum of exp as one online reduction (lowering/softmax.py)?
-        Triton: where the row is looped (longer than a persistent block: two reductions would
-        read it twice) and not split (`reduction_splits`: the online pair is not split in two).
-        `rnumel` None: a symbolic row with no upper bound (looped, never split)."""
-        if self.online_softmax_min is None or (rnumel is not None and rnumel < self.online_softmax_min):
-            return False
-        static = isinstance(xnumel, int) and rnumel is not None
-        return not (self.split_reductions and static and reduction_splits(xnumel, rnumel, False) > 1)
 
     def welford(self, xnumel, inner) -> bool:
         """Compute a variance (var, var_mean, layer and batch norm) as one Welford reduction, the
@@ -129,98 +110,3 @@ def policy_for(device: torch.device, config: Config) -> BackendPolicy:
         if config.uses(extension):
             policy = dataclasses.replace(policy, **patch(policy, config, device))
     return policy
-
-
-# --------------------------------------------------------------------------- Triton block sizes
-#: a pointwise kernel with this many gathered loads runs 2 elements a thread (`block_sizes`)
-GATHERS_MIN = 2
-
-
-def block_sizes(xnumel: int, rnumel: int | None, persistent: bool, outer: bool, gathers: int = 0) -> dict:
-    """XBLOCK, RBLOCK (reductions only) and num_warps for a kernel, from its sizes (and, for a
-    pointwise kernel, how many of its loads are gathers).
-
-    Pointwise: 1024 elements a program, 4 warps (8 elements a thread: wide loads). With
-    GATHERS_MIN or more gathered loads (positions strided or computed along the innermost
-    dim: a pooling window), 512 elements and 8 warps, 2 a thread: such loads are not
-    vectorised, and more warps in flight hide their latency (H100, max_pool2d 3x3/2 of
-    [64, 64, 112, 112]: faster, level with Inductor's, which its run-time autotuner
-    gets by timing these two configurations).
-    Persistent reduction: RBLOCK covers the row; XBLOCK rows fill MAX_BLOCK_NUMEL.
-    Looped reduction along contiguous memory (a row sum): one row a program, RBLOCK 2048.
-    Looped "outer" reduction (a column sum, contiguous along x): a few columns a program
-    so that the grid still fills the GPU, and RBLOCK rows of them at a time."""
-    xblock_max = next_power_of_2(max(xnumel, 1))
-    if rnumel is None:
-        if gathers >= GATHERS_MIN:
-            xblock = min(512, xblock_max)
-            return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 64))}
-        xblock = min(1024, xblock_max)
-        return {"XBLOCK": xblock, "num_warps": max(1, min(8, xblock // 256))}
-    rblock_full = next_power_of_2(max(rnumel, 1))
-    if persistent:
-        rblock = rblock_full
-        xblock = min(xblock_max, max(1, MAX_BLOCK_NUMEL // rblock), 64)
-    elif outer:
-        xblock = min(xblock_max, max(8, min(64, next_power_of_2(xnumel // 256))))
-        rblock = min(rblock_full, max(1, MAX_BLOCK_NUMEL // xblock))
-    else:
-        xblock, rblock = 1, min(rblock_full, 2048)
-    return {"XBLOCK": xblock, "RBLOCK": rblock,
-            "num_warps": max(1, min(16, next_power_of_2(xblock * rblock // 256)))}
-
-
-def reduces_columns(load_strides) -> bool:
-    """Is a reduction "outer" (summing columns)? True when most of its loads step 1 along x
-    and not along r, given each load's (x stride, r stride) at the innermost dims: then a
-    block should be wide in x and short in r, for coalesced loads."""
-    return sum(int(xs == 1 and rs != 1) - int(rs == 1) for xs, rs in load_strides) > 0
-
-
-def tile_sizes(xnumel: int, rnumel: int) -> dict:
-    """A tiled pointwise kernel: 64x64 tiles (smaller when a dim is), 4 warps; the second
-    grid dim is limited to 65535 programs, so its tile grows if it must."""
-    rblock = min(64, next_power_of_2(max(rnumel, 1)))
-    while cdiv(rnumel, rblock) > 65535:
-        rblock *= 2
-    return {"XBLOCK": min(64, next_power_of_2(max(xnumel, 1))), "RBLOCK": rblock, "num_warps": 4}
-
-
-# --------------------------------------------------------------------------- Triton split reductions
-#: no split below this many elements read: the second launch would cost more than it saves
-SPLIT_MIN_NUMEL = 2**18
-#: a row reduction that runs as fewer programs than this is split ...
-SPLIT_MIN_PROGRAMS = 32
-#: ... into enough pieces for about this many programs, each piece at least SPLIT_MIN_CHUNK long
-SPLIT_TARGET_PROGRAMS, SPLIT_MIN_CHUNK = 128, 1024
-#: a column reduction is split into chunks of this many rows (Inductor's choice for a bias gradient)
-OUTER_CHUNK = 128
-
-
-def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
-    """Into how many pieces to cut each row of a reduction (1: do not split).
-
-    A row reduction runs `xnumel / XBLOCK` programs (`block_sizes`); with fewer than
-    SPLIT_MIN_PROGRAMS -- a full sum is one -- most of an H100's 132 SMs sit idle, so the
-    row is cut into pieces that bring the count to about SPLIT_TARGET_PROGRAMS. A column
-    reduction (`outer`) loads XBLOCK neighbouring columns per row: fewer than 32 float32
-    (128 bytes) waste most of each memory transaction, as a persistent block of long
-    columns must (768 x 2048: blocks 2 columns wide, a fraction of the bandwidth); it is cut into
-    OUTER_CHUNK-row chunks, whose blocks are 32 columns wide. Splits are powers of two that
-    divide `rnumel`."""
-    if xnumel * rnumel < SPLIT_MIN_NUMEL:
-        return 1
-    blocks = block_sizes(xnumel, rnumel, rnumel <= PERSISTENT_REDUCTION_MAX, outer)
-    programs = cdiv(xnumel, blocks["XBLOCK"])
-    largest = lambda n: next_power_of_2(n + 1) // 2   # noqa: E731  (the largest power of 2 <= n)
-    if outer:
-        if blocks["XBLOCK"] >= 32 and programs >= SPLIT_MIN_PROGRAMS:
-            return 1
-        split = largest(rnumel // OUTER_CHUNK)
-    else:
-        if programs >= SPLIT_MIN_PROGRAMS:
-            return 1
-        split = min(next_power_of_2(cdiv(SPLIT_TARGET_PROGRAMS, programs)), largest(rnumel // SPLIT_MIN_CHUNK))
-    while split > 1 and rnumel % split:
-        split //= 2
-    return max(split, 1)

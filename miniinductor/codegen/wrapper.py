@@ -23,6 +23,7 @@ import torch
 from ..ir.indexing import pexpr
 from ..ir.nodes import Buffer, ComputedBuffer, Layout, MultiOutput, ReinterpretView
 from ..ir.sizevars import SymbolicUnsupported
+from ..passes import WRAPPER_IMPORTS
 from ..scheduler import FusedGroup
 from ..virtualized import V
 from .common import GeneratedKernel, IndentedBuffer
@@ -272,7 +273,7 @@ class WrapperCodeGen:
             "import torch",
             "from miniinductor.runtime.cpp_builder import load_kernels",
             "from miniinductor.runtime.helpers import check_layout, empty_strided_cpu, empty_strided_cuda, reinterpret",
-            "from miniinductor.runtime.triton_runtime import load_module",
+            *WRAPPER_IMPORTS,
             "empty_strided = torch.empty_strided",
             "constants = {}  # filled by the loader with the graph's constant tensors",
             "",

@@ -11,7 +11,6 @@ The order of the imports below is the order of their passes within a stage (so t
 import sorter leaves this file alone; tests/test_passes.py checks the order).
 """
 # isort: skip_file
-from . import _triton  # noqa: F401  (the Triton backend's passes: a peer of the C++ one, always on)
 from . import gemm  # noqa: F401
 from . import cpu_conv  # noqa: F401
 from . import layout  # noqa: F401

@@ -12,15 +12,7 @@ backend policy says so (`BackendPolicy.welford`: C++ kernels), reading each row 
 of the same rows stays a sum, computed in the same loop); else two passes, a sum for the mean
 and a sum of squared deviations (Triton: a persistent row is in registers for both).
 
-Split reductions (Triton kernels only; Inductor's `Reduction.create` → `create_multilayer`
-in `torch/_inductor/ir.py`): a reduction with few outputs and long rows -- `x.sum()` of a
-big tensor is a single row -- would run as a handful of programs on a GPU; a column
-reduction with long columns (the bias gradient `grad.sum(0)`: 768 columns of 2048 rows)
-would read memory in narrow, wasteful pieces. Either is cut in two: a first reduction
-computes `split` partial results per output, each over one chunk of the row, in
-parallel; a second, small one combines them. `reduction_splits` (codegen/policy.py) decides
-how many; `split_reductions` is the pass, run after lowering (compile_fx.lower). The C++ kernels
-parallelise their outer loop instead and are not split.
+Split reductions (Triton kernels only) are a pass of the Triton backend: triton/passes.py.
 """
 from __future__ import annotations
 
@@ -28,12 +20,8 @@ import math
 
 import torch
 
-from ..codegen.common import innermost_strides
-from ..codegen.policy import reduces_columns, reduction_splits
-from ..ir.indexing import FloorDiv, ModularIndexing, index_vars
-from ..ir.nodes import ComputedBuffer, Pointwise, Reduction, StorageBox
+from ..ir.nodes import Pointwise, Reduction, StorageBox
 from ..ir.sizevars import SymbolicUnsupported, is_static
-from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
 from .pointwise import make_pointwise
 from .registry import aten, prims, register_lowering
@@ -85,85 +73,6 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None,
     box.realize()
     V.graph.reductions[key] = (x, box)
     return box
-
-
-# ----------------------------------------------------------------------------- split reductions
-def _unflatten(flat, sizes) -> list:
-    """The digits of a flat index in a shape: [flat // (b*c), (flat // c) % b, flat % c]."""
-    digits, stride = [], math.prod(sizes)
-    for k, n in enumerate(sizes):
-        stride //= n
-        digits.append(FloorDiv(flat, stride) if k == 0 else ModularIndexing(flat, stride, n))
-    return digits
-
-
-SPLITTABLE = ("sum", "prod", "max", "min", "any")   # combinable again (argmax carries an index)
-
-
-def _recorded_loads(node: Reduction) -> tuple[set[str], list[tuple]]:
-    """Run a reduction's body on symbols: the buffers it loads, and each load's (x stride,
-    r stride) at the innermost non-1 dims -- what TritonKernel records for `reduces_columns`."""
-    xs, rs = index_vars("i", node.ranges), index_vars("r", node.reduction_ranges)
-    recorder = RecordingHandler()
-    with V.set_ops_handler(recorder):
-        node.inner_fn(xs, rs)
-    var_ranges = dict(zip(xs + rs, list(node.ranges) + list(node.reduction_ranges)))
-    x_last = next((v for v, n in zip(reversed(xs), reversed(node.ranges)) if n != 1), None)
-    r_last = next((v for v, n in zip(reversed(rs), reversed(node.reduction_ranges)) if n != 1), None)
-    strides = [innermost_strides(dep.index, var_ranges, x_last, r_last) for dep in recorder.reads]
-    return {d.name for d in recorder.reads}, strides
-
-
-def split_reductions(graph) -> None:
-    """Pass over a lowered graph (where the policy splits: Triton kernels): cut each reduction that
-    `reduction_splits` says runs as too few programs into partial[s, *x] = reduce(chunk s
-    of row x) and out[x] = reduce(partial[:, x]). The output buffer keeps its name; the
-    partial one (float32 for float16/bfloat16 sums) is stored just before it.
-
-    A column reduction that the scheduler's mix-order pass may pair with a row reduction
-    of the same input (one that another reduction also reads, and big enough) is left whole:
-    the mix-order kernel reads that input once for both.
-
-    A reduction with symbolic sizes is left whole: how many pieces pay off, and whether
-    they divide the row, depends on the size (Inductor guards on a split; we keep the one
-    kernel that is right for every size)."""
-    policy = graph.policy
-    if not policy.split_reductions:
-        return
-    reductions = [b for b in graph.buffers if isinstance(b, ComputedBuffer) and isinstance(b.data, Reduction)]
-    loads = {b.name: _recorded_loads(b.data) for b in reductions}   # name → (buffers loaded, strides)
-    for buf in reductions:
-        node = buf.data
-        if node.reduction_type not in SPLITTABLE:
-            continue
-        names, strides = loads[buf.name]
-        outer = reduces_columns(strides)
-        xnumel, rnumel = math.prod(node.ranges), math.prod(node.reduction_ranges)
-        if not (is_static(xnumel) and is_static(rnumel)):
-            continue
-        shared = any(names & others for other, (others, _) in loads.items() if other != buf.name)
-        if outer and shared and policy.mix_order_reduction and xnumel * rnumel >= policy.mix_order_min_numel:
-            continue
-        split = reduction_splits(xnumel, rnumel, outer)
-        if split > 1:
-            _split(graph, buf, split)
-
-
-def _split(graph, buf, split):
-    node = buf.data
-    chunk = math.prod(node.reduction_ranges) // split
-    low_precision = node.dtype in (torch.float16, torch.bfloat16) and node.reduction_type in ("sum", "prod")
-    partial_dtype = torch.float32 if low_precision else node.dtype
-
-    def first(index, rindex):   # index: [s, *x]; rindex: [r within chunk s]
-        return node.inner_fn(index[1:], _unflatten(index[0] * chunk + rindex[0], node.reduction_ranges))
-    partial = StorageBox(Reduction(node.device, partial_dtype, first, [split, *node.ranges], [chunk],
-                                   node.reduction_type, node.src_dtype, origins=set(node.origins))).realize()
-    graph.buffers.remove(partial)
-    graph.buffers.insert(graph.buffers.index(buf), partial)
-    load = partial.make_loader()
-    buf.data = Reduction(node.device, node.dtype, lambda index, rindex: load([rindex[0], *index]),
-                         list(node.ranges), [split], node.reduction_type, partial_dtype, origins=set(node.origins))
 
 
 def _acc_dtype(dtype):

@@ -50,10 +50,10 @@ import math
 
 from ...codegen.common import IndentedBuffer, Kernel, KernelArgs
 from ...codegen.cpp import c_function
-from ...codegen.triton import TritonKernel
-from ...codegen.triton_program import jit_decorator
 from ...passes import make_kernel
-from ...runtime.triton_runtime import HELPERS, cdiv
+from ...triton.kernel import TritonKernel
+from ...triton.program import jit_decorator
+from ...triton.runtime import HELPERS, cdiv
 from ...virtualized import V
 
 
@@ -199,7 +199,7 @@ class TritonComboKernel(ComboKernel):
         pointer = {**args.input_buffers, **args.output_buffers}
         code = IndentedBuffer()
         code.writelines(["import torch", "import triton", "import triton.language as tl",
-                         "from miniinductor.runtime.triton_runtime import Launcher, libdevice"])
+                         "from miniinductor.triton.runtime import Launcher, libdevice"])
         for helper in sorted(set().union(*(sub.helpers for sub in self.subkernels))):
             code.splice(HELPERS[helper])
         grids, calls, start = [], [], 0

@@ -30,10 +30,10 @@ import math
 import networkx as nx
 
 from ...codegen.policy import BackendPolicy
-from ...codegen.triton_tiling import tile_split
 from ...ir.sizevars import is_static
 from ...scheduler.fusion import FusionDecision
 from ...scheduler.scheduler import FusedGroup
+from ...triton.tiling import tile_split
 
 #: parts per combo kernel, and buffers (kernel arguments) per combo kernel
 COMBO_MAX_PARTS, COMBO_MAX_ARGS = 32, 250

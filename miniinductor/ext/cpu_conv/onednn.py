@@ -11,7 +11,7 @@ either way, and a single row slower in oneDNN (its per-call cost; docs/benchmark
 choice is timed, as max_autotune times its choices on the GPU: both candidates run on random
 operands of the node's shapes and strides, interleaved, five rounds each; oneDNN is taken
 when its best round is at least `MARGIN` faster. The table goes to the `autotune` log and the
-winner into the autotune cache (runtime/triton_runtime.py, `AutotuneCache`), keyed by the
+winner into the autotune cache (triton/runtime.py, `AutotuneCache`), keyed by the
 problem, the CPU's name, the thread count and the torch version.
 
     addmm(b, x, w)                      -> _linear_pointwise(x, w.t(), b, "none")
@@ -46,7 +46,7 @@ from ...config import Config
 from ...logs import get_logger
 from ...lowering.matmul import left_to_aten
 from ...lowering.registry import aten
-from ...runtime.triton_runtime import AutotuneCache
+from ...triton.runtime import AutotuneCache
 
 log = get_logger("autotune")
 

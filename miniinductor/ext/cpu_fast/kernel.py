@@ -24,7 +24,7 @@ loop nests around it:
   folded by halves with Chan's combine after the loop; a column tile's columns share the
   count likewise. Without lanes (a short row where forced: the policy keeps two vectorized
   sums there) the Welford loop is scalar;
-* softmax's online reduction (lowering/softmax.py, `mi_online_softmax_combine`) is generated
+* softmax's online reduction (triton/softmax.py, `mi_online_softmax_combine`) is generated
   where the policy asks for it, but the C++ policy does not (a scalar loop with two exps per
   element measured several times slower than the two vectorized passes over a row in cache).
 
@@ -119,7 +119,7 @@ class CppFastKernel(CppKernel):
         return self.multi_output_done[key]
 
     def _online_softmax(self, block, acc, ctype, value):
-        """(row max, sum of exp(x - max)) in one pass over the row (lowering/softmax.py), once
+        """(row max, sum of exp(x - max)) in one pass over the row (triton/softmax.py), once
         per loop for the two buffers that store it. No OpenMP clause folds the pair: the loop
         runs on one thread, without `omp simd`."""
         self._declare(block, ctype, f"{acc}_max", reduction_init("max", ctype))

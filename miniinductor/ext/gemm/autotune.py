@@ -7,7 +7,7 @@ Mirrors `torch/_inductor/kernel/mm.py` (`mm_configs`), `select_algorithm.py`
 `gemm_template`): on the GPU, ATen and each template config are timed on random operands of
 the real shapes and strides, optionally followed by a coordinate descent from the fastest
 config; the table is logged under `autotune` and the winner kept on disk
-(runtime/triton_runtime.py, `AutotuneCache`). Under the interpreter nothing is timed: the
+(triton/runtime.py, `AutotuneCache`). Under the interpreter nothing is timed: the
 first template config is taken. These are the bare templates; once fused, a template is
 timed again with its epilogue, per config, and kept apart from it where that is faster
 (epilogue_tuning.py). `prefetch_gemm` starts a matmul's compiles ahead of lowering.
@@ -26,10 +26,10 @@ import time
 import torch
 
 from ...codegen.common import IndentedBuffer
-from ...codegen.triton_overrides import TRITON_TYPE
 from ...ir.nodes import Layout
 from ...logs import get_logger
-from ...runtime.triton_runtime import (
+from ...triton.overrides import TRITON_TYPE
+from ...triton.runtime import (
     AutotuneCache,
     Launcher,
     benchmark,

@@ -41,8 +41,8 @@ import time
 import torch
 
 from ...logs import get_logger
-from ...runtime.triton_runtime import AutotuneCache, benchmark, kernel_launchers, load_module, precompile_all
 from ...scheduler import FusedGroup
+from ...triton.runtime import AutotuneCache, benchmark, kernel_launchers, load_module, precompile_all
 from ...virtualized import V
 from .scheduling import is_template, unfuse_template
 from .template import config_text

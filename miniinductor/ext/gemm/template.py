@@ -49,13 +49,13 @@ import math
 import torch
 
 from ...codegen.common import IndentedBuffer
-from ...codegen.triton import TritonKernel
-from ...codegen.triton_overrides import TRITON_TYPE
-from ...codegen.triton_program import interpreter_range
 from ...ir.indexing import canonical_vars
 from ...ir.nodes import Layout, ReinterpretView
 from ...ir.sizevars import is_static
-from ...runtime.triton_runtime import cdiv
+from ...triton.kernel import TritonKernel
+from ...triton.overrides import TRITON_TYPE
+from ...triton.program import interpreter_range
+from ...triton.runtime import cdiv
 from ...virtualized import V
 from .scheduling import is_template
 

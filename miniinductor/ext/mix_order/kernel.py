@@ -33,7 +33,7 @@ CSE shares them. The scheduler pass (schedule.py, `mix_order_problem`) only pair
 finish: sum/max/min column reductions into contiguous outputs, rows short enough to be
 persistent, and no data flowing between the two groups.
 
-(The launcher as printed here; the generated one goes through a `Launcher`, as in codegen/triton.py.)
+(The launcher as printed here; the generated one goes through a `Launcher`, as in triton/kernel.py.)
 
 Simplified: the partial rows are combined by one ATen reduction in the launcher (Inductor
 generates a second kernel), and the band size comes from a fixed heuristic, not autotuning.
@@ -43,9 +43,9 @@ from __future__ import annotations
 import torch
 
 from ...codegen.common import CSEVariable, compute_dtype
-from ...codegen.triton import TritonKernel
-from ...codegen.triton_overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
-from ...runtime.triton_runtime import cdiv, next_power_of_2
+from ...triton.kernel import TritonKernel
+from ...triton.overrides import COMBINE, TRITON_TYPE, accumulator_dtype, reduction_init
+from ...triton.runtime import cdiv, next_power_of_2
 from ...virtualized import V
 from .schedule import MIX_ORDER_KINDS
 

@@ -45,7 +45,7 @@ from ctypes import c_void_p
 from pathlib import Path
 import torch
 from miniinductor.runtime.cpp_builder import load_kernels
-from miniinductor.runtime.triton_runtime import load_module
+from miniinductor.triton.runtime import load_module
 
 SOURCE = r\'\'\'
 {source}

@@ -44,7 +44,7 @@ from miniinductor.ext.gemm.autotune import FMA_MAX_TILE, coordinate_descent, gem
 from miniinductor.ext.gemm.options import gemm_backends  # noqa: E402
 from miniinductor.ext.gemm.template import Gemm, config_text  # noqa: E402
 from miniinductor.runtime import helpers  # noqa: E402
-from miniinductor.runtime.triton_runtime import AutotuneCache  # noqa: E402
+from miniinductor.triton.runtime import AutotuneCache  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 TOL = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3.2e-2}
@@ -530,7 +530,7 @@ def test_precompile_all_compiles_a_kernel_once(monkeypatch):
     hands its own launcher the compiled kernel."""
     import threading
 
-    from miniinductor.runtime import triton_runtime
+    from miniinductor.triton import runtime as triton_runtime
     release, compiled = threading.Event(), []
 
     class StandIn:   # what precompile_all reads of a Launcher
@@ -563,7 +563,7 @@ def test_nothing_is_timed_while_compiles_run(monkeypatch):
 
     import triton.testing
 
-    from miniinductor.runtime import triton_runtime
+    from miniinductor.triton import runtime as triton_runtime
     release, order = threading.Event(), []
 
     class Slow:   # a Launcher whose compile takes until `release`

@@ -174,7 +174,7 @@ def test_layout_optimization_off():
 
 
 def test_which_backends():
-    """C++ and GPU graphs; not Triton kernels on the CPU (tests/test_gpu.py runs a GPU one)."""
+    """C++ and GPU graphs; not Triton kernels on the CPU (tests/triton/test_gpu.py runs a GPU one)."""
     from miniinductor.codegen.policy import policy_for
     from miniinductor.config import Config
     assert policy_for(torch.device("cpu"), Config()).channels_last_conv

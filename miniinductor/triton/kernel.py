@@ -34,7 +34,7 @@ kernel's ATen ops, then its number in the graph.
 
 (`Launcher(...)(args)` is `triton_per_fused_sum_0[(1,)](args, XBLOCK=8, ...)` minus the JIT's
 per-call dispatch after the first call; from the pointers' dtypes it can also compile
-ahead, all of a graph's kernels at once: runtime/triton_runtime.py.)
+ahead, all of a graph's kernels at once: triton/runtime.py.)
 
 Loop variables (`i0, i1...`, `r0...`) are recovered from the flat index with `//` and `%`;
 runs of dimensions an index walks contiguously are merged first, so a contiguous access
@@ -48,7 +48,7 @@ block, and `loop` blocks over the reduction ranges. A reduction is *persistent* 
 next_power_of_2(rnumel), everything straight-line) when rnumel <= 4096, else *looped*
 (`for roffset in range(...)` with block-shaped accumulators; a block that reads a finished
 reduction starts a new loop, as Inductor does for softmax). A looped softmax's max and sum of
-exp are one online reduction (lowering/softmax.py, `_online_softmax`): one loop, not two. A pointwise group that reads or
+exp are one online reduction (triton/softmax.py, `_online_softmax`): one loop, not two. A pointwise group that reads or
 writes memory transposed is *tiled* (triton_tiling.py, `tile_split`): its ranges are
 cut in two, the second part taking the r dimension and the second grid axis. One whose
 store is contiguous along another dim than the last (channels-last) walks its ranges in the
@@ -95,25 +95,25 @@ import re
 import sympy
 import torch
 
-from ..ir.indexing import simplify_with_ranges
-from ..ir.sizevars import is_static
-from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..runtime.triton_runtime import HELPERS
-from ..virtualized import V
-from .common import (
+from ..codegen.common import (
     CSE,
     LOW_PRECISION,
     CSEVariable,
-    Kernel,
     canonical_len,
     compute_dtype,
     innermost_strides,
     is_gather,
     simplified_index,
 )
+from ..ir.indexing import simplify_with_ranges
+from ..ir.sizevars import is_static
+from ..ops_handler import BINARY_OPS, UNARY_OPS
+from ..virtualized import V
+from .helpers import HELPERS
+from .overrides import BOOL_RESULT, TRITON_TYPE, TritonOverrides, texpr, triton_literal
 from .policy import PERSISTENT_REDUCTION_MAX, reduces_columns
-from .triton_overrides import BOOL_RESULT, COMBINE, REDUCE_ROW, TRITON_TYPE, TritonOverrides, accumulator_dtype, reduction_init, texpr, triton_literal
-from .triton_program import TritonProgram
+from .program import TritonProgram
+from .reduction import reduction
 
 
 def is_size(expr) -> bool:
@@ -133,7 +133,7 @@ def index_extent(numel) -> int:
     return sizevars.size_hint(numel) if sizevars.statically_known_lt(numel, 2**31) else 2**31
 
 
-class TritonKernel(TritonProgram, Kernel):
+class TritonKernel(TritonProgram):
     """Generates one Triton kernel and its launcher for a fused group: rows over `ranges`
     (flattened into xindex), and blocks over `reduction_ranges` (flattened into rindex):
     `outer` code runs once per block of rows (values shaped [XBLOCK, 1]); a `loop` block runs
@@ -437,98 +437,11 @@ class TritonKernel(TritonProgram, Kernel):
 
     # ------------------------------------------------------------------ reductions
     def reduction(self, dtype, src_dtype, reduction_type, value):
-        if self.tiled:
-            raise NotImplementedError("a tiled pointwise kernel computes no reduction")
-        text, vdtype, vdims = self._info(value)
-        vdtype = vdtype or compute_dtype(src_dtype)
-        acc_dtype = accumulator_dtype(reduction_type, dtype, vdtype)
-        if reduction_type == "any" and vdtype != torch.bool:
-            text = f"({text} != 0).to(tl.int32)"
-        elif vdtype != acc_dtype:  # e.g. bools as int32, or a float16 sum accumulating in float32
-            text = f"{text}.to({TRITON_TYPE[acc_dtype]})"
-        if reduction_type in ("argmax", "argmin"):
-            out_dtype = torch.int64
-        elif reduction_type == "any" or (vdtype == torch.bool and reduction_type in ("max", "min")):
-            out_dtype = torch.bool
-        else:
-            out_dtype = acc_dtype
-        if not self.is_reduction:  # a reduction over no dims (of a 0-d tensor): the element itself
-            if reduction_type in ("argmax", "argmin"):
-                return self._gen("tl.full([], 0, tl.int64)", torch.int64, ())
-            return self.to_dtype(self._gen(text, acc_dtype, vdims), out_dtype)
-        if reduction_type == "online_softmax_reduce":
-            return self._online_softmax(text, acc_dtype)
-        if reduction_type == "welford_reduce":   # the Triton policy never asks for it (BackendPolicy.welford)
-            raise NotImplementedError("welford_reduce: Triton kernels compute a variance in two passes")
-        init = reduction_init(reduction_type, acc_dtype)
-        if reduction_type in ("argmax", "argmin"):
-            return self._arg_reduction(reduction_type, text, init, acc_dtype)
-        kind = "max" if reduction_type == "any" else reduction_type  # any = max of 0/1
-
-        def finish(v):
-            row = REDUCE_ROW[kind].format(v=v)
-            return f"({row}) != 0" if out_dtype == torch.bool else row
-        if not self._looped():
-            masked = self._gen(f"tl.where(xmask & rmask, {text}, {init})", acc_dtype, "xr")
-            return self._gen(finish(masked), out_dtype, "x")
-        block, acc = self._current(), self._new_acc()
-        block.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
-        combined = COMBINE[kind].format(acc=acc, v=text)
-        self._note_helpers(combined)
-        block.body.writeline(f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
-        return self._gen(finish(acc), out_dtype, "x", buffer=block.suffix)
-
-    def _online_softmax(self, text, dtype):
-        """(row max, sum of exp(x - max)) in one pass (lowering/softmax.py): looped, each lane
-        of the [XBLOCK, RBLOCK] block keeps a running max and sum, rescaled when the max grows
-        (`_online_softmax_combine`), and the lanes of a row are combined after the loop
-        (`_online_softmax_reduce`). Persistent, the lanes are the row's elements themselves
-        (max x, sum 1). Computed once per loop: the max's buffer and the sum's share it."""
-        block = self._current()
-        if (found := self.online_softmax_done.get((id(block), text))) is not None:
-            return found
-        self.helpers.update(("_online_softmax_combine", "_online_softmax_reduce", "_max_combine", "_sum_combine"))
-        ttype = TRITON_TYPE[dtype]
-        if self._looped():
-            acc = self._new_acc()
-            block.prefix.writelines([f"{acc}_max = tl.full([XBLOCK, RBLOCK], float(\"-inf\"), {ttype})",
-                                     f"{acc}_sum = tl.full([XBLOCK, RBLOCK], 0, {ttype})"])
-            block.body.writelines([
-                f"{acc}_max_next, {acc}_sum_next = _online_softmax_combine({acc}_max, {acc}_sum, {text})",
-                f"{acc}_max = tl.where(xmask & rmask, {acc}_max_next, {acc}_max)",
-                f"{acc}_sum = tl.where(xmask & rmask, {acc}_sum_next, {acc}_sum)"])
-            lanes, out = (f"{acc}_max", f"{acc}_sum"), block.suffix
-        else:
-            lanes = (f"tl.where(xmask & rmask, {text}, float(\"-inf\"))", f"tl.where(xmask & rmask, 1.0, 0.0).to({ttype})")
-            out = self.compute
-        found = self.online_softmax_done[(id(block), text)] = (self.cse.newvar(dtype, "x"), self.cse.newvar(dtype, "x"))
-        out.writeline(f"{found[0]}, {found[1]} = _online_softmax_reduce({lanes[0]}, {lanes[1]})")
-        return found
+        return reduction(self, dtype, src_dtype, reduction_type, value)   # (reduction.py)
 
     def _new_acc(self) -> str:
         self.acc_count += 1
         return f"_acc{self.acc_count - 1}"
-
-    def _arg_reduction(self, reduction_type, text, init, acc_dtype):
-        """argmax/argmin: reduce (value, index) pairs; ties keep the first index."""
-        combine = f"_{reduction_type}_combine"
-        self.helpers.add(combine)
-        if not self._looped():
-            masked = self._gen(f"tl.where(xmask & rmask, {text}, {init})", acc_dtype, "xr")
-            var = self.cse.newvar()
-            self.compute.writeline(
-                f"_, {var} = tl.reduce(({masked}, tl.broadcast_to(rindex, [XBLOCK, RBLOCK])), 1, {combine})")
-            return self._gen(f"{var}[:, None].to(tl.int64)", torch.int64, "x")
-        block, acc = self._current(), self._new_acc()
-        block.prefix.writeline(f"{acc} = tl.full([XBLOCK, RBLOCK], {init}, {TRITON_TYPE[acc_dtype]})")
-        block.prefix.writeline(f"{acc}_index = tl.full([XBLOCK, RBLOCK], {2**31 - 1}, tl.int64)")
-        block.body.writelines([
-            f"{acc}_next, {acc}_index_next = {combine}({acc}, {acc}_index, {text}, rindex)",
-            f"{acc} = tl.where(xmask & rmask, {acc}_next, {acc})",
-            f"{acc}_index = tl.where(xmask & rmask, {acc}_index_next, {acc}_index)"])
-        var = self.cse.newvar()
-        block.suffix.writeline(f"_, {var} = tl.reduce(({acc}, {acc}_index), 1, {combine})")
-        return self._gen(f"{var}[:, None].to(tl.int64)", torch.int64, "x", buffer=block.suffix)
 
     # ------------------------------------------------------------------ block sizes
     def is_outer_reduction(self) -> bool:

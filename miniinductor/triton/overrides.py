@@ -8,7 +8,7 @@ initial value of each reduction and how two partial results combine.
 
 Simplified: float16/bfloat16 values are computed in float32 (as Inductor does), and a
 handful of ops that differ between torch and Triton (`//`, `%`, `max` of NaN, `pow` of
-integers) call the small @triton.jit helpers in runtime/triton_runtime.py.
+integers) call the small @triton.jit helpers in triton/runtime.py.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import math
 import torch
 from sympy.printing.str import StrPrinter
 
+from ..codegen.common import compute_dtype
 from ..ops_handler import BINARY_OPS, UNARY_OPS
-from .common import compute_dtype
 
 TRITON_TYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",

@@ -1,4 +1,4 @@
-"""Triton kernels (miniinductor/codegen/triton.py), checked one kernel at a time.
+"""Triton kernels (miniinductor/triton/kernel.py), checked one kernel at a time.
 
 Each case is lowered and scheduled as the compiler does it (make_fx with our
 decompositions → compile_fx.lower → compile_fx.schedule), then every fused group becomes a
@@ -32,16 +32,16 @@ from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 
 import miniinductor  # noqa: E402
 from miniinductor.capture.decompositions import decomposition_table  # noqa: E402
-from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.compile_fx import lower, removable_buffers, schedule  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
 from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.ir.nodes import ExternKernel  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
-from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.passes import KERNEL_KINDS, Context  # noqa: E402
-from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup  # noqa: E402
+from miniinductor.triton.kernel import TritonKernel  # noqa: E402
+from miniinductor.triton.policy import reduction_splits  # noqa: E402
+from miniinductor.triton.runtime import load_module  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 
@@ -207,7 +207,7 @@ def test_channels_last_walks_in_store_order():
 
 def test_pooling_window_gets_two_elements_a_thread():
     """Nine gathered loads (stride 2 along the output's width): XBLOCK 512 and 8 warps
-    (policy.block_sizes); a plain pointwise kernel keeps 1024 and 4."""
+    (triton/policy.py, block_sizes); a plain pointwise kernel keeps 1024 and 4."""
     c = check(lambda x: F.max_pool2d(x, 3, 2, 1), randn(2, 8, 40, 40))
     (kernel,) = c.kernels.values()
     assert kernel.gathers >= 2 and kernel.block_sizes() == {"XBLOCK": 512, "num_warps": 8}
@@ -489,7 +489,7 @@ def split_partials(compiled) -> list:
 def small_splits(monkeypatch):
     """Split thresholds scaled down, so that small inputs are split: the interpreter runs
     a `tl.reduce` as one Python call per element of the row, and big inputs take minutes."""
-    from miniinductor.codegen import policy
+    from miniinductor.triton import policy
     for name, value in dict(SPLIT_MIN_NUMEL=0, SPLIT_MIN_CHUNK=16, OUTER_CHUNK=16).items():
         monkeypatch.setattr(policy, name, value)
 

@@ -21,8 +21,8 @@ from test_symbolic import FLOATS_OF_SIZES, OPS, LayerNormMLP, check_layer_norm_w
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.runtime import triton_runtime
 from miniinductor.tools.models import GPT2Block
+from miniinductor.triton import runtime as triton_runtime
 
 pytest.importorskip("triton")
 pytestmark = requires_miniinductor

@@ -2,7 +2,7 @@
 
 Mirrors the tiling choice of `torch/_inductor/codegen/simd.py` (`SIMDScheduling.select_tiling`).
 Kept apart from triton.py (the kernel class): this is the core's kernel kind for Triton
-(registered in compile_fx.py); extensions register kinds of their own ahead of it
+(registered in triton/backend.py); extensions register kinds of their own ahead of it
 (ext/mix_order's MixOrderKernel, a TritonKernel subclass).
 
 Simplified: one tiling rule (a transposed access cuts the ranges in two) where Inductor
@@ -16,10 +16,10 @@ import math
 
 import sympy
 
+from ..codegen.common import affine_strides
 from ..ir.indexing import canonical_vars
 from ..ir.sizevars import is_static
-from .common import affine_strides
-from .triton import TritonKernel
+from .kernel import TritonKernel
 
 
 def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:

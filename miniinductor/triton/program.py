@@ -2,7 +2,7 @@
 which part of the row it takes: `xoffset`, `xindex`, `rbase` and the loop variables recovered
 from them), the blocks in order (a looped reduction's `for roffset` loop), the block sizes
 (policy.py's heuristic, or max_autotune's few candidates), and the launcher the wrapper calls.
-The methods of TritonKernel (codegen/triton.py) that write them, a mixin. Mirrors
+The methods of TritonKernel (triton/kernel.py) that write them, a mixin. Mirrors
 `torch/_inductor/codegen/triton.py` (`codegen_kernel`, `codegen_range_tree`) and the launch
 code of `torch/_inductor/runtime/triton_heuristics.py`.
 """
@@ -12,13 +12,14 @@ import math
 
 import sympy
 
+from ..codegen.common import IndentedBuffer, Kernel
 from ..ir.indexing import pexpr
 from ..ir.sizevars import is_static
-from ..runtime.triton_runtime import HELPERS, cdiv, next_power_of_2
 from ..virtualized import V
-from .common import IndentedBuffer
+from .helpers import HELPERS
+from .overrides import texpr
 from .policy import block_sizes, tile_sizes
-from .triton_overrides import texpr
+from .runtime import cdiv, next_power_of_2
 
 
 def jit_decorator(int_params) -> str:
@@ -40,7 +41,7 @@ def interpreter_range(var: str, start, stop, step) -> list[str]:
             f"    {var} += {step}"]
 
 
-class TritonProgram:
+class TritonProgram(Kernel):
     """TritonKernel's source and launcher (see the module docstring)."""
 
     def autotune_candidates(self, blocks) -> list[dict]:
@@ -120,7 +121,7 @@ class TritonProgram:
     def _codegen(self) -> str:
         code = IndentedBuffer()
         code.writelines(["import torch", "import triton", "import triton.language as tl",
-                         "from miniinductor.runtime.triton_runtime import Launcher, autotune, cdiv, libdevice",
+                         "from miniinductor.triton.runtime import Launcher, autotune, cdiv, libdevice",
                          "_best = []  # the Launcher (block sizes) max_autotune picked"])
         for helper in sorted(self.helpers):
             code.splice(HELPERS[helper])
@@ -217,7 +218,7 @@ class TritonProgram:
     def _autotuned_launch_lines(self, lines, candidates, args, xnumel, dtypes) -> list[str]:
         """max_autotune's launcher: `_launchers_<name>`, one `Launcher` per candidate (compiled
         together ahead of the first call, with the graph's other kernels); the first call times
-        each on the real tensors (runtime/triton_runtime.py, `autotune`) and keeps the fastest."""
+        each on the real tensors (triton/runtime.py, `autotune`) and keeps the fastest."""
         launchers, ints = f"_launchers_{self.name}", len(args) - len(dtypes)
         static = isinstance(xnumel, (int, sympy.Integer))
         grid = f"(cdiv({xnumel}, c['XBLOCK']),)" if static else "None"

@@ -1,4 +1,4 @@
-"""Online softmax (issue 15; lowering/softmax.py): a row too long for one block gets its max
+"""Online softmax (issue 15; triton/softmax.py): a row too long for one block gets its max
 and its sum of exp(x - max) from ONE reduction that reads the row once, on both backends.
 
 Softmax, log_softmax, cross-entropy (with ignore_index and label smoothing: both go through
@@ -25,8 +25,9 @@ from conftest import check, check_grads, compile_fn, extension_on, requires_mini
 
 import miniinductor.compile_fx as compile_fx
 from miniinductor.capture import aot
-from miniinductor.codegen.policy import PERSISTENT_REDUCTION_MAX, policy_for
+from miniinductor.codegen.policy import policy_for
 from miniinductor.compile_fx import collect_compiled
+from miniinductor.triton.policy import PERSISTENT_REDUCTION_MAX
 
 pytest.importorskip("triton")
 pytestmark = requires_miniinductor
@@ -45,7 +46,7 @@ def online_min(monkeypatch):
     def set_min(rows):
         monkeypatch.setattr(compile_fx, "policy_for", lambda device, config: dataclasses.replace(
             policy_for(device, config), online_softmax_min=rows))
-        monkeypatch.setattr(aot, "_triton_kernels", lambda config, example_inputs: True)
+        monkeypatch.setattr(aot, "_kernel_backend", lambda config, example_inputs: "triton")
     return set_min
 
 
@@ -182,7 +183,7 @@ def saved_for_backward(graphs):
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_bfloat16_cross_entropy_backward_recomputes_from_the_logits(backend, online_min):
     """A bfloat16 log_softmax rounds its float32 result to bfloat16 and its backward upcasts it
-    again: ext/joint_graph drops that round trip and capture/softmax.py puts our
+    again: ext/joint_graph drops that round trip and triton/softmax.py puts our
     prepare_softmax_online on the partitioner's lists, so the forward saves the logits (alive anyway) and two floats per
     row, not a [rows, vocab] log-softmax that the forward would have to write (as Inductor).
     Gradients: conftest's bfloat16 tolerances against eager (which rounds in between)."""
