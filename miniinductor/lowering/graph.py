@@ -295,7 +295,7 @@ class GraphLowering(torch.fx.Interpreter):
             return None   # Dynamo's check of a data-dependent size's range (u0 >= 0): no code
         if getattr(target, "__module__", None) == "_operator" and all(isinstance(a, (int, sympy.Basic)) for a in args):
             return as_expr(target(*map(sympy.sympify, args)))   # size arithmetic (ints, comparisons)
-        lowering = find_lowering(target)
+        lowering = find_lowering(target, self.config)
         reason = self._unsupported_reason(target, args, lowering)
         created = len(self.buffers)
         if reason is None:
