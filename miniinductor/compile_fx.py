@@ -35,7 +35,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from . import metrics
 from .capture import capture
 from .codegen.cpp import CppKernel
-from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
+from .codegen.memory_planning import MemoryPlan, inplace_buffers
 from .codegen.policy import policy_for
 from .codegen.triton_tiling import kernel_for_group
 from .codegen.wrapper import WrapperCodeGen
@@ -60,7 +60,6 @@ class CompiledGraph:
     path: str
     call: object
     plan: MemoryPlan = None       # buffer lifetimes, reuse and the planned peak
-    eager_peak: int = 0           # the same estimate for the ATen graph run op by op
 
     fx_graph_module: object = None   # the graph Dynamo captured, before AOTAutograd
     wrapper: WrapperCodeGen = None   # regenerates the wrapper (e.g. one that records every buffer)
@@ -188,7 +187,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name
     module = run_stage("load", ctx.source, ctx)
     kernels, wrapper = ctx.kernels, ctx.wrapper
     compiled = CompiledGraph(graph, ctx.scheduler, kernels, ctx.source, ctx.facts["path"], module.call,
-                             ctx.plan, eager_peak_bytes(gm), wrapper=wrapper, passes=ctx.records, context=ctx)
+                             ctx.plan, wrapper=wrapper, passes=ctx.records, context=ctx)
     for kernel in kernels.values():
         kernel.bytes_moved = sum(wrapper.plan_nbytes(n) for n in kernel.args)
     _count(compiled)
@@ -210,7 +209,7 @@ def _log_compiled(cg: CompiledGraph):
     get_logger("fusion").info("%s:\n%s", cg.graph.name, "\n".join(map(str, cg.scheduler.decisions)))
     get_logger("schedule").info("%s:\n%s", cg.graph.name, cg.scheduler)
     get_logger("ir_post_fusion").info("%s:\n%s", cg.graph.name, cg.graph)
-    get_logger("memory").info("%s: eager estimate %d bytes\n%s", cg.graph.name, cg.eager_peak, cg.plan)
+    get_logger("memory").info("%s:\n%s", cg.graph.name, cg.plan)
     get_logger("output_code").info("%s: %s\n%s", cg.graph.name, cg.path, cg.wrapper_source)
 
 

@@ -15,7 +15,7 @@ LOG_NAMES = {
     "fusion": "every fusion decision with its reason and score",
     "schedule": "the kernels of each graph in order, with the buffers each computes",
     "ir_post_fusion": "the loop IR of each buffer",
-    "memory": "each graph's memory plan: lifetimes, reuse, planned peak vs eager",
+    "memory": "each graph's memory plan: lifetimes, reuse, planned peak",
     "output_code": "the path and text of each generated wrapper",
     "fallback": "each op that fell back to ATen, and why",
     "dynamic": "each static specialisation of a graph with symbolic sizes, with its shapes",
