@@ -178,16 +178,6 @@ class SizeVarAllocator:
         self.shape_env.evaluate_expr(sympy.Eq(sympy.sympify(a), sympy.sympify(b)), hint=True)
         return a
 
-    def guard_leq(self, a, b) -> bool:
-        """Whether a <= b for the traced sizes, guarded (Dynamo recompiles if it changes)."""
-        if self.statically_known_leq(a, b):
-            return True
-        result = self.size_hint(a) <= self.size_hint(b)
-        if self.shape_env is not None:
-            cond = sympy.Le(sympy.sympify(a), sympy.sympify(b))
-            self.shape_env.evaluate_expr(cond if result else sympy.Not(cond), hint=True)
-        return result
-
     def describe(self) -> list[str]:
         """The size symbols and guards, as lines: each symbol's traced value, the range the
         ShapeEnv allows and where Dynamo reads it from (symbols a guard pinned to one value
