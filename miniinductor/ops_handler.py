@@ -6,7 +6,7 @@ Mirrors `torch/_inductor/ops_handler.py` (the `OpsHandler` protocol) and the
 A handler is any object with a method per op below. Three live here:
   * `PrintHandler`   -- turns a body into readable `tmp3 = ops.add(tmp1, tmp2)` lines;
   * `RecordingHandler` -- records which buffers a body loads and stores, at which index;
-  * (elsewhere) `ir/interpreter.py` evaluates with torch, `codegen/*` emits C++/Triton.
+  * (elsewhere) `tools/debug/interpreter.py` evaluates with torch, `codegen/*` emits C++/Triton.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import miniinductor
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.config import Config
 from miniinductor.ir.indexing import FloorDiv, ModularIndexing, cexpr, evaluate, index_vars, simplify_with_ranges
-from miniinductor.ir.interpreter import graph_outputs, run_graph
 from miniinductor.runtime import cpp_builder
+from miniinductor.tools.debug.interpreter import graph_outputs, run_graph
 
 i0, i1 = index_vars("i", [0, 0])
 

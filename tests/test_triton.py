@@ -4,7 +4,7 @@ Each case is lowered and scheduled as the compiler does it (make_fx with our
 decompositions → compile_fx.lower → compile_fx.schedule), then every fused group becomes a
 `TritonKernel` whose module is loaded and launched directly -- no wrapper. The
 kernels run in schedule order on their own outputs (extern calls run in ATen), and
-  * every buffer is compared with the IR interpreter (`ir.interpreter.run_graph`),
+  * every buffer is compared with the IR interpreter (`tools.debug.interpreter.run_graph`),
   * the graph outputs are compared with eager PyTorch.
 Output buffers are filled with NaN (or an extreme integer) before each launch, so an
 element a kernel forgets to write is caught.
@@ -35,13 +35,13 @@ from miniinductor.capture.decompositions import decomposition_table  # noqa: E40
 from miniinductor.codegen.triton import TritonKernel  # noqa: E402
 from miniinductor.compile_fx import lower, removable_buffers, schedule  # noqa: E402
 from miniinductor.config import Config  # noqa: E402
-from miniinductor.ir.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.ir.nodes import ExternKernel  # noqa: E402
 from miniinductor.lowering import GraphLowering  # noqa: E402
 from miniinductor.lowering.reductions import reduction_splits  # noqa: E402
 from miniinductor.passes import KERNEL_KINDS, Context  # noqa: E402
 from miniinductor.runtime.triton_runtime import load_module  # noqa: E402
 from miniinductor.scheduler import FusedGroup  # noqa: E402
+from miniinductor.tools.debug.interpreter import graph_outputs, run_extern, run_graph  # noqa: E402
 from miniinductor.virtualized import V  # noqa: E402
 
 

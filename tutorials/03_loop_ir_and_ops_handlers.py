@@ -10,7 +10,7 @@
 # * how the *same closure* is read in several ways just by installing a different
 #   handler with `V.set_ops_handler(...)`: printed (`PrintHandler`), analysed for its
 #   memory dependencies (`RecordingHandler`), interpreted with torch tensors
-#   (`ir/interpreter.py`) and compiled to C (a miniature of `CppKernel`);
+#   (`tools/debug/interpreter.py`) and compiled to C (a miniature of `CppKernel`);
 # * why "fusion is composing closures".
 #
 # This is the IR phase (`miniinductor/ir/`, `miniinductor/ops_handler.py`,
@@ -20,9 +20,9 @@
 import torch
 
 from miniinductor.ir.indexing import index_vars
-from miniinductor.ir.interpreter import evaluate_buffer
 from miniinductor.ir.nodes import ComputedBuffer, Layout, Pointwise, Reduction
 from miniinductor.ops_handler import ALL_OPS, PrintHandler, RecordingHandler
+from miniinductor.tools.debug.interpreter import evaluate_buffer
 from miniinductor.virtualized import V, ops
 
 torch.manual_seed(0)
@@ -114,7 +114,7 @@ assert {d.name for d in recorder.reads} == {"x", "y"}
 assert [d.name for d in recorder.writes] == ["buf0"]
 
 # %% [markdown]
-# ## 5. Reading #3: evaluate it with torch (`ir/interpreter.py`)
+# ## 5. Reading #3: evaluate it with torch (`tools/debug/interpreter.py`)
 #
 # `InterpreterHandler` binds each loop variable to an `arange` tensor shaped to
 # broadcast along its own dimension (`i0` is `[[0],[1],[2],[3]]`, `i1` is

@@ -26,11 +26,11 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import miniinductor
 from miniinductor.capture import decomposition_table
 from miniinductor.config import Config
-from miniinductor.ir.interpreter import graph_outputs, run_graph
 from miniinductor.ir.nodes import ComputedBuffer, ExternKernel, MultiOutput, Pointwise, Reduction, StorageBox, View
 from miniinductor.lowering import GraphLowering, find_lowering, lowerings
 from miniinductor.lowering.pointwise import make_pointwise, promote
 from miniinductor.lowering.registry import register_lowering
+from miniinductor.tools.debug.interpreter import graph_outputs, run_graph
 from miniinductor.virtualized import ops
 
 torch.manual_seed(0)

@@ -16,7 +16,7 @@
 #   every buffer's error in the HTML report.
 #
 # Files: `miniinductor/tools/debug/accuracy.py`, `miniinductor/tools/debug/planted_bugs.py`,
-# `miniinductor/ir/interpreter.py`, `miniinductor/codegen/wrapper.py` (`generate(record=True)`).
+# `miniinductor/tools/debug/interpreter.py`, `miniinductor/codegen/wrapper.py` (`generate(record=True)`).
 
 # %%
 import subprocess

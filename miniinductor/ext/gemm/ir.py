@@ -3,7 +3,7 @@
 Mirrors `ir.TritonTemplateBuffer` in `torch/_inductor/ir.py`. Simplified: one template
 (mm/bmm), its winning config fixed at lowering (no `MultiTemplateBuffer` of choices). It
 names the ATen call that computes the same value (`op`, `args`, `kwargs`, as an
-ExternKernel's), so that the IR interpreter (ir/interpreter.py) runs it without knowing it.
+ExternKernel's), so that the IR interpreter (tools/debug/interpreter.py) runs it without knowing it.
 """
 from __future__ import annotations
 

@@ -30,8 +30,8 @@ from conftest import TEST_OPTIONS, check, check_grads, compile_fn, extension_on,
 import miniinductor
 from miniinductor.codegen.policy import BackendPolicy
 from miniinductor.compile_fx import collect_compiled
-from miniinductor.ir.interpreter import graph_outputs, run_graph
 from miniinductor.ir.nodes import ComputedBuffer, Reduction
+from miniinductor.tools.debug.interpreter import graph_outputs, run_graph
 
 pytestmark = [requires_miniinductor, pytest.mark.skipif(not extension_on("cpu_fast"), reason="the C++ kernels' fast forms: extension cpu_fast"),
               pytest.mark.skipif(TEST_OPTIONS.get("cpu_backend") == "triton", reason="C++ kernels (Triton keeps two passes)")]

@@ -16,10 +16,10 @@ from __future__ import annotations
 import sympy
 import torch
 
-from ..ops_handler import BINARY_OPS, UNARY_OPS
-from ..virtualized import V
-from .indexing import FloorDiv, ModularIndexing, evaluate, index_vars
-from .nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
+from ...ir.indexing import FloorDiv, ModularIndexing, evaluate, index_vars
+from ...ir.nodes import ComputedBuffer, ExternKernel, InputBuffer, MultiOutput, ReinterpretView
+from ...ops_handler import BINARY_OPS, UNARY_OPS
+from ...virtualized import V
 
 TORCH_OPS = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "floordiv": torch.floor_divide,
