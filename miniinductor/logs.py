@@ -1,10 +1,8 @@
 """Log switches in the spirit of TORCH_LOGS: `MINIINDUCTOR_LOGS=fusion,output_code`.
 
-Mirrors `torch/_logging` in small: low-level, imported by every phase (so it sits beside
-metrics.py, not in tools/debug/); no artifact logs, no per-module levels.
-
-Each name is a child logger of `miniinductor` (`miniinductor.fusion`, ...). Naming it in
-the variable (or calling `set_logs("fusion")`) gives it a stderr handler at INFO level.
+Mirrors `torch/_logging` in small: low-level, imported by every phase; no artifact logs, no
+per-module levels. Each name is a child logger of `miniinductor` (`miniinductor.fusion`,
+...); naming it in the variable (or `set_logs("fusion")`) gives it a stderr handler at INFO.
 """
 from __future__ import annotations
 

@@ -3,10 +3,8 @@
 Mirrors `torch/_inductor/virtualized.py`. A loop body is a closure `inner_fn(index)`
 that calls `ops.add(...)`, `ops.load(...)`; `ops` forwards each call to whatever handler
 is installed, so the same closure can be printed, analysed, interpreted or compiled.
-
-Simplification: real Inductor keeps these in thread-locals with many more slots; we keep
-two (`ops`, `graph`) in a `threading.local` and install them only through the context
-managers below, so a handler can never leak past the `with` block.
+Simplified: two slots (`ops`, `graph`) in a `threading.local`, installed only through the
+context managers below, so a handler can never leak past the `with` block.
 """
 from __future__ import annotations
 

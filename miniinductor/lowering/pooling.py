@@ -3,14 +3,10 @@
 Lowering phase (ATen op → loop IR). Mirrors the pooling lowerings in
 `torch/_inductor/lowering.py` (`_max_pool_with_offsets`, `avg_pool2d`, `_adaptive_avg_pool2d`).
 All index arithmetic is SymPy on the output position, so pooling is loads at computed
-positions plus arithmetic, and fuses like any other op. Each op unrolls eager's loop in
-eager's order, so values, ties and NaNs come out as ATen's (docs/design_notes.md says how);
+positions plus arithmetic, and fuses like any other op, in eager's order (docs/design_notes.md);
 the backwards are the pool_grad extension's (ext/pool_grad/), helpers from here.
-
-Simplified: 2-d only (Inductor also does 3-d); like Inductor, a max-pooling window of more
-than MAX_UNROLL positions falls back to ATen, as do integer inputs. Max and average pooling
-compile generic in the sizes (whether a window may leave the input is asked of the ShapeEnv);
-adaptive pooling lays its windows out from int sizes, so symbolic ones compile once per shape.
+Simplified: 2-d only; like Inductor, a max-pooling window of more than MAX_UNROLL positions
+falls back to ATen, as do integer inputs; adaptive pooling compiles once per shape.
 """
 from __future__ import annotations
 

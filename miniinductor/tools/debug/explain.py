@@ -23,6 +23,7 @@ from ...logs import plural
 from .fusion_graph import build_fusion_graph, human_bytes
 from .memory import eager_peak
 from .report import render_report, write_report
+from .sizes import describe_sizes
 from .trace import write_trace
 
 
@@ -98,7 +99,7 @@ def kernel_lines(result) -> list[str]:
                      f"{plural(len(cg.kernels), 'kernel')} + {plural(n_ext, 'extern call')}; kernels move {moved}; "
                      f"planned peak {peak} vs eager {human_bytes(eager_peak(cg))}")
         if cg.graph.sizevars.symbolic:   # sizes (and so bytes) are at the traced values
-            lines += [f"  {line}" for line in cg.graph.sizevars.describe()]
+            lines += [f"  {line}" for line in describe_sizes(cg.graph.sizevars)]
         for k in cg.kernels.values():
             origins = ", ".join(k.origins) or "?"
             lines.append(f"  {k.name}: {k.computes()} <- {origins} ({human_bytes(k.bytes_moved)})")

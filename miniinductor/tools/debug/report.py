@@ -41,6 +41,7 @@ from .report_columns import (  # noqa: F401  (GraphLinks and LANGUAGE_NAMES: imp
     _origin_links,
     _schedule_column,
 )
+from .sizes import describe_sizes
 
 _esc = html.escape
 _report_ids = itertools.count()
@@ -203,7 +204,7 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
             f"{plural(n_ext, 'extern call')}; kernels move {human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}; "
             f"wrapper <code>{_esc(cg.path)}</code></p>")
     if cg.graph.sizevars.symbolic:   # one compile serves every size: say which symbols and guards
-        head += f'<pre class="symbols">{_esc(chr(10).join(cg.graph.sizevars.describe()))}</pre>'
+        head += f'<pre class="symbols">{_esc(chr(10).join(describe_sizes(cg.graph.sizevars)))}</pre>'
     fx_title, fx_body = _fx_column(cg, links, fx_gm)
     columns = [(fx_title, fx_body), ("ATen graph", _aten_column(cg, links)), ("Loop IR", _ir_column(cg, links)),
                ("Fused kernels", _schedule_column(cg, links)), ("Generated code", _code_column(cg, links))]

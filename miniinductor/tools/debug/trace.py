@@ -40,6 +40,7 @@ from ...scheduler import FusedGroup
 from .fusion_graph import render_fusion_graph
 from .memory import eager_peak
 from .report import write_report
+from .sizes import describe_sizes
 
 _HEADER = '''\
 """{title}
@@ -241,7 +242,7 @@ def write_trace(compiled_graph, folder, fx_graph_module=None, timings=None) -> P
         "output_code.py": cg.wrapper_source,
     }
     if cg.graph.sizevars.symbolic:
-        files["symbols.txt"] = "\n".join(cg.graph.sizevars.describe()) + "\n"
+        files["symbols.txt"] = "\n".join(describe_sizes(cg.graph.sizevars)) + "\n"
     languages = {k.language for k in cg.kernels.values()}
     if "cpp" in languages or not languages:
         files["kernels.cpp"] = kernels_cpp(cg)
