@@ -4,20 +4,8 @@ Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point
 turns Dynamo's graph into ATen graphs) and `compile_fx_inner` (one ATen graph → a boxed
 callable). `compile_graph` runs the stages of passes.py in order, each a loop over its
 registered passes; the core's passes are registered at the bottom of this file, the Triton
-backend's by miniinductor/triton/, the extensions' by miniinductor/ext/. `python -m miniinductor passes` prints the whole list:
-
-    lowering   lower                 ATen ops → loop IR (lowering/graph.py), node by node,
-                                     realizing each value where demanded
-    schedule   build_scheduler       one node per buffer, with its MemoryDeps (scheduler/)
-               dead_code_elimination
-               fuse                  fusion rounds, by bytes saved
-               order                 the kernels in a topological order
-    codegen    generate_kernels      one C++ or Triton kernel per fused group (codegen/)
-    wrapper    generate_wrapper      the Python module with call(args) and its memory plan
-    load       load_wrapper          build the kernels and import the module (runtime/)
-    runtime    runtime_call          the call as AOTAutograd makes it
-
-`CompiledGraph` keeps every artifact so that each phase can be printed afterwards, and the
+backend's by miniinductor/triton/, the extensions' by miniinductor/ext/ (`python -m
+miniinductor passes` prints the list). `CompiledGraph` keeps every artifact so that each phase can be printed afterwards, and the
 record of every pass (`passes`); `lower` and `schedule` can be run alone to stop after a
 phase. Leaves out Inductor's FX graph cache, its post-grad pattern matcher and AOT packaging.
 """
@@ -35,7 +23,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from . import metrics
 from .capture import capture
 from .codegen.cpp import CppKernel
-from .codegen.memory_planning import MemoryPlan, eager_peak_bytes, inplace_buffers
+from .codegen.memory_planning import MemoryPlan, inplace_buffers
 from .codegen.policy import policy_for
 from .codegen.wrapper import WrapperCodeGen
 from .config import Config
@@ -59,7 +47,6 @@ class CompiledGraph:
     path: str
     call: object
     plan: MemoryPlan = None       # buffer lifetimes, reuse and the planned peak
-    eager_peak: int = 0           # the same estimate for the ATen graph run op by op
 
     fx_graph_module: object = None   # the graph Dynamo captured, before AOTAutograd
     wrapper: WrapperCodeGen = None   # regenerates the wrapper (e.g. one that records every buffer)
@@ -187,7 +174,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name
     module = run_stage("load", ctx.source, ctx)
     kernels, wrapper = ctx.kernels, ctx.wrapper
     compiled = CompiledGraph(graph, ctx.scheduler, kernels, ctx.source, ctx.facts["path"], module.call,
-                             ctx.plan, eager_peak_bytes(gm), wrapper=wrapper, passes=ctx.records, context=ctx)
+                             ctx.plan, wrapper=wrapper, passes=ctx.records, context=ctx)
     for kernel in kernels.values():
         kernel.bytes_moved = sum(wrapper.plan_nbytes(n) for n in kernel.args)
     _count(compiled)
@@ -209,7 +196,7 @@ def _log_compiled(cg: CompiledGraph):
     get_logger("fusion").info("%s:\n%s", cg.graph.name, "\n".join(map(str, cg.scheduler.decisions)))
     get_logger("schedule").info("%s:\n%s", cg.graph.name, cg.scheduler)
     get_logger("ir_post_fusion").info("%s:\n%s", cg.graph.name, cg.graph)
-    get_logger("memory").info("%s: eager estimate %d bytes\n%s", cg.graph.name, cg.eager_peak, cg.plan)
+    get_logger("memory").info("%s:\n%s", cg.graph.name, cg.plan)
     get_logger("output_code").info("%s: %s\n%s", cg.graph.name, cg.path, cg.wrapper_source)
 
 
@@ -234,24 +221,15 @@ def _data_dependent_ops(gm) -> list[str]:
 
 
 def invisible_to_dynamo(fn):
-    """`fn`, never traced by Dynamo. AOTAutograd compiles the backward lazily, inside
-    `loss.backward()`; when that call is in a function being compiled, it runs at a graph
-    break with Dynamo's frame hook still on, and the hook would trace our compiler and the
-    wrapper it generates (Inductor escapes this by living under `torch/`, whose files
-    Dynamo skips). Dynamo does the same to the graphs it hands back to the caller."""
+    """`fn`, never traced by Dynamo: a backward compiled lazily inside a compiled function's
+    `loss.backward()` runs with Dynamo's frame hook on (docs/design_notes.md)."""
     return torch._dynamo.disable(fn)
 
 
 def runtime_call(call, gm):
-    """`call` as AOTAutograd calls it, with two cheap checks. Under a FakeTensorMode
-    it runs the ATen graph `gm` instead: our kernels need real memory (`.data_ptr()`), fake
-    tensors have none (handed their pointers, the kernels crashed the process). Callers that
-    propagate shapes run compiled code under fake mode: DDP's graph splitting (DDPOptimizer)
-    runs each compiled piece on fake tensors to get the next piece's inputs -- a call
-    AOTAutograd answers itself (capture/aot.py), but not every caller goes through it. And
-    while Dynamo's frame hook is on (a backward run by `loss.backward()` at a graph break)
-    it runs invisible_to_dynamo; a forward is called inside Dynamo's own disabled region,
-    where the hook is off already, and skips the cost of `torch._dynamo.disable`."""
+    """`call` as AOTAutograd calls it, with two checks: under a FakeTensorMode (DDP's graph
+    splitting) it runs the ATen graph `gm` instead, since our kernels need real memory; while
+    Dynamo's frame hook is on it runs invisible_to_dynamo (docs/design_notes.md)."""
     fake = torch._C._TorchDispatchModeKey.FAKE
     dynamo_hook = getattr(torch._C._dynamo.eval_frame, "get_eval_frame_callback", lambda: "unknown: hide")
 
@@ -283,15 +261,8 @@ def backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
 def compile(model, *, mode=None, preset=None, fullgraph=False, dynamic=None,
             freezing=None, autocast_enabled=None, autocast_dtype=None, **options):
     """`torch.compile(model, backend=miniinductor)` with our options validated up front.
-
-    `freezing`, `autocast_enabled` and `autocast_dtype` are top-level flags like `mode`.
-    Precedence: explicit `**options` over the flags over `preset` (see config.py). A
-    GraphNet-style dict can be passed whole: `compile(model, **{"template": ..., "mode": ...,
-    "freezing": ..., "inductor_config": {...}})`.
-    `dynamic` goes to torch.compile. None (the default, as torch.compile's): the first shape
-    is compiled static, a second one makes Dynamo hand over symbolic sizes, compiled once
-    for every size (or once per shape where that fails: capture/aot.py). True: symbolic from
-    the first call. False: Dynamo recompiles a static graph per shape."""
+    `freezing`, `autocast_enabled` and `autocast_dtype` are top-level flags like `mode`;
+    `dynamic` goes to torch.compile (docs/design_notes.md: the precedence and what each means)."""
     flags = {"freezing": freezing, "autocast_enabled": autocast_enabled, "autocast_dtype": autocast_dtype}
     config = Config.build(mode, options, preset, flags)   # fail fast on a bad mode, preset or option
 

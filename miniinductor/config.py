@@ -1,35 +1,12 @@
 """Compiler options: one frozen `Config`, passed explicitly to every phase.
 
 Mirrors `torch/_inductor/config.py`, minus the module of mutable globals: a `Config` is
-built once per `compile()` call and handed down. The environment is read when a `Config`
-is built -- the defaults of `cxx` ($CXX) and `trace` ($MINIINDUCTOR_TRACE) -- and the
-compiler reads those fields, not the variables. Process-wide settings stay outside it:
-$MINIINDUCTOR_LOGS (logs.py), $MINIINDUCTOR_CACHE_DIR (runtime/cpp_builder.py) and
-$TRITON_INTERPRET (Triton's own).
-
-Where an option's value comes from, strongest first:
-  1. explicit options     `torch.compile(fn, backend="miniinductor", options={"fusion": False})`,
-                          `miniinductor.compile(fn, fusion=False)`
-  2. top-level flags      `mode="reduce-overhead"` (see MODES), and `miniinductor.compile`'s
-                          `freezing=`, `autocast_enabled=`, `autocast_dtype=` keywords
-  3. a named preset       `preset="no_fusion"` (see PRESETS); in torch.compile, `options={"preset": ...}`
-  4. the defaults (`OPTIONS`: the core's below, each extension's declared by the extension)
-So `miniinductor.compile(fn, preset="freezing", freezing=False)` does not freeze, and
-`miniinductor.compile(fn, mode="reduce-overhead", cudagraphs=False)` records no CUDA graph.
-(torch.compile itself refuses `mode` and `options` together.)
-`Config.build(...)` applies that order and rejects unknown names, listing close matches;
-every `Config` checks each value against its `Option` (kind, choices, minimum)
-(`option max_fusion_size='big': expected an int >= 1`), so `miniinductor.compile` fails at
-once and torch.compile at the first call, not deep inside the compiler.
-Inductor's spellings in `ALIASES` (`"triton.cudagraphs"`) name the same options, and a
-GraphNet-style dict is taken whole, by either route:
-    {"template": "tma", "mode": "max-autotune", "freezing": True,
-     "inductor_config": {"triton.cudagraphs": False, "triton.enable_persistent_tma_matmul": True}}
-`template` is a preset, `freezing` a top-level flag and `inductor_config` explicit options,
-so inductor_config overrides > freezing > template.
-The options of an extension (miniinductor/ext/) are declared by it (`declare_extension`), with
-its presets and what it adds to the modes; set while the extension is off they are ignored,
-with one info line.
+built once per `compile()` call and handed down. Each option is an `Option` of `OPTIONS`:
+the core's below, each extension's declared by it (`declare_extension`). `Config.build`
+takes explicit options over top-level flags (`mode`, `freezing=`...) over a preset
+(`PRESETS`) over the defaults, accepts Inductor's spellings (`ALIASES`) and GraphNet-style
+dicts, and rejects unknown names and bad values at once. Where a value comes from, with
+examples: docs/design_notes.md.
 """
 from __future__ import annotations
 

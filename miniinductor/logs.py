@@ -1,10 +1,8 @@
 """Log switches in the spirit of TORCH_LOGS: `MINIINDUCTOR_LOGS=fusion,output_code`.
 
-Mirrors `torch/_logging` in small: low-level, imported by every phase (so it sits beside
-metrics.py, not in tools/debug/); no artifact logs, no per-module levels.
-
-Each name is a child logger of `miniinductor` (`miniinductor.fusion`, ...). Naming it in
-the variable (or calling `set_logs("fusion")`) gives it a stderr handler at INFO level.
+Mirrors `torch/_logging` in small: low-level, imported by every phase; no artifact logs, no
+per-module levels. Each name is a child logger of `miniinductor` (`miniinductor.fusion`,
+...); naming it in the variable (or `set_logs("fusion")`) gives it a stderr handler at INFO.
 """
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ LOG_NAMES = {
     "fusion": "every fusion decision with its reason and score",
     "schedule": "the kernels of each graph in order, with the buffers each computes",
     "ir_post_fusion": "the loop IR of each buffer",
-    "memory": "each graph's memory plan: lifetimes, reuse, planned peak vs eager",
+    "memory": "each graph's memory plan: lifetimes, reuse, planned peak",
     "output_code": "the path and text of each generated wrapper",
     "fallback": "each op that fell back to ATen, and why",
     "dynamic": "each static specialisation of a graph with symbolic sizes, with its shapes",

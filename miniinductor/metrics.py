@@ -1,7 +1,6 @@
 """Counters about what the compiler did, read by tests, the demo and benchmarks.
 
 Mirrors `torch/_inductor/metrics.py`: plain module counters, reset with `reset()`.
-These are observations, not configuration (configuration lives in `config.Config`).
 """
 from __future__ import annotations
 

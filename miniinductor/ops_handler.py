@@ -2,11 +2,9 @@
 
 Mirrors `torch/_inductor/ops_handler.py` (the `OpsHandler` protocol) and the
 `KernelFormatterHandler` / `ReadWrites` recording in `torch/_inductor/dependencies.py`.
-
-A handler is any object with a method per op below. Three live here:
-  * `PrintHandler`   -- turns a body into readable `tmp3 = ops.add(tmp1, tmp2)` lines;
-  * `RecordingHandler` -- records which buffers a body loads and stores, at which index;
-  * (elsewhere) `ir/interpreter.py` evaluates with torch, `codegen/*` emits C++/Triton.
+A handler is any object with a method per op below: `PrintHandler` prints a body,
+`RecordingHandler` records which buffers it loads and stores, at which index (codegen/*
+emits C++/Triton, ir/interpreter.py evaluates with torch).
 """
 from __future__ import annotations
 

@@ -3,25 +3,11 @@
 A pass is `run(obj, ctx)` at a named stage: `obj` is what that stage works on (the ATen
 graph, the loop IR, the scheduler...), `ctx` the `Context` of the graph being compiled
 (its config, backend policy, device, and every artifact made so far). It returns the new
-object, or None when it changed `obj` in place. `enabled(ctx)` is the pass's own switch
-(an option, the backend); a pass of an extension runs only while that extension is on
-(`Config.extensions`). The driver (compile_fx.py) is then one loop over `STAGES` (the
-first two run inside capture/aot.py, where AOTAutograd calls back), and
-`python -m miniinductor passes` prints what runs under given options.
-
-Extensions (miniinductor/ext/) add passes here, and entries to the tables the core reads:
-`KERNEL_KINDS` (which kernel class writes a fused group), `POLICY_PATCHES` (what an
-extension changes in the backend policy), `EXTERN_LAYOUTS` (the layout an extern op needs
-of its arguments), `MATMUL_CHOICES` (what computes a matmul, before ATen), `NODE_KINDS` (the
-scheduler node of an extension's IR buffer) and `FUSION_RULES` (whether and how a pair holding
-such a node fuses); and to capture/decompositions.py's `EXTRA_DECOMPOSITIONS` (ops AOTAutograd
-decomposes while the extension is on). The Triton backend (miniinductor/triton/) fills them
-too, and `DECOMPOSITIONS`, `PARTITIONER_OPS` and `WRAPPER_IMPORTS`. The core never imports an
-extension or the Triton backend.
-
-Mirrors the pass lists spread through `torch/_inductor` (`compile_fx.py`,
-`fx_passes/{joint_graph,post_grad}.py`, `scheduler.py`), which Inductor calls by name from
-each phase; here each is an entry in one table. Leaves out Inductor's pattern matcher.
+object, or None when it changed `obj` in place. A pass of an extension runs only while that
+extension is on; the tables below are where extensions and the Triton backend hook into the
+core, which never imports them. Mirrors the pass lists spread through `torch/_inductor`
+(`compile_fx.py`, `fx_passes/*.py`, `scheduler.py`), here one table. Leaves out Inductor's
+pattern matcher.
 """
 from __future__ import annotations
 

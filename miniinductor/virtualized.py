@@ -1,11 +1,9 @@
-"""The `V` object: which ops handler, graph and kernel are "current".
+"""The `V` object: which ops handler and graph are "current".
 
 Mirrors `torch/_inductor/virtualized.py`. A loop body is a closure `inner_fn(index)`
 that calls `ops.add(...)`, `ops.load(...)`; `ops` forwards each call to whatever handler
 is installed, so the same closure can be printed, analysed, interpreted or compiled.
-
-Simplification: real Inductor keeps these in thread-locals with many more slots; we keep
-three (`ops`, `graph`, `kernel`) in a `threading.local` and install them only through the
+Simplified: two slots (`ops`, `graph`) in a `threading.local`, installed only through the
 context managers below, so a handler can never leak past the `with` block.
 """
 from __future__ import annotations
@@ -41,7 +39,7 @@ class _OpsProxy:
 
 
 class _V:
-    """`V.ops`, `V.graph`, `V.kernel` plus the context managers that install them."""
+    """`V.ops`, `V.graph` plus the context managers that install them."""
 
     @property
     def ops(self):
@@ -51,18 +49,11 @@ class _V:
     def graph(self):
         return _get("graph")
 
-    @property
-    def kernel(self):
-        return _get("kernel")
-
     def set_ops_handler(self, handler):
         return _install("ops", handler)
 
     def set_graph_handler(self, graph):
         return _install("graph", graph)
-
-    def set_kernel_handler(self, kernel):
-        return _install("kernel", kernel)
 
     def has_graph(self):
         return getattr(_state, "graph", None) is not None

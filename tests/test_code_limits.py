@@ -67,3 +67,11 @@ def test_allow_lists_only_shrink():
                                                          for rel, name in functions)]
     stale += [suffix for suffix in LONG_FILES if not any(_matches(rel, suffix) for rel in files)]
     assert stale == [], f"no longer over the limit, remove from the allow-list: {stale}"
+
+
+def test_the_core_path_is_within_its_budget():
+    """The core path (everything outside triton/, ext/ and tools/) is what a learner reads: at
+    most CORE_BUDGET lines (`python -m miniinductor lines`)."""
+    from miniinductor.tools.linecount import CORE_BUDGET, count_lines
+    core = sum(count_lines()["core"].values())
+    assert core <= CORE_BUDGET, f"the core path is {core} lines, over its budget of {CORE_BUDGET}"

@@ -13,9 +13,9 @@
 # * what all this looks like on a real training step: a GPT-2 block's forward and
 #   backward graphs.
 #
-# Files: `miniinductor/codegen/memory_planning.py` (MemoryPlan, eager_peak_bytes),
+# Files: `miniinductor/codegen/memory_planning.py` (MemoryPlan),
 # `miniinductor/codegen/wrapper.py` (the lines it writes), `miniinductor/compile_fx.py`
-# (`CompiledGraph.plan`, `.eager_peak`).
+# (`CompiledGraph.plan`), `miniinductor/tools/debug/memory.py` (`eager_peak`).
 
 # %%
 import re
@@ -24,6 +24,7 @@ import torch
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled
+from miniinductor.tools.debug.memory import eager_peak
 from miniinductor.tools.models import GPT2Block
 
 torch.manual_seed(0)
@@ -151,16 +152,16 @@ print("three runs with new inputs match eager")
 # are handed over to it, live from the start and die at their last use, so they count
 # (without them, a dead buffer held for a reuse late in the backward looked free while
 # the activations still filled memory). `plan.peak_bytes` is its maximum.
-# `CompiledGraph.eager_peak` estimates the same for eager PyTorch: it replays the ATen
-# graph op by op, each op allocating its outputs and each tensor freed after its last
-# user (a view keeps its base alive).
+# `eager_peak(compiled)` (tools/debug/memory.py) estimates the same for eager PyTorch: it
+# replays the ATen graph op by op, each op allocating its outputs and each tensor freed
+# after its last user (a view keeps its base alive).
 #
 # Fusion helps here as much as reuse does: an intermediate that lives in registers
 # inside a fused kernel is never allocated at all.
 
 # %%
-print(f"mm chain: planned peak {plan.peak_bytes} bytes, eager estimate {cg.eager_peak} bytes")
-assert plan.peak_bytes <= cg.eager_peak
+print(f"mm chain: planned peak {plan.peak_bytes} bytes, eager estimate {eager_peak(cg)} bytes")
+assert plan.peak_bytes <= eager_peak(cg)
 
 # %% [markdown]
 # ## 5. A GPT-2 block training step
@@ -194,8 +195,8 @@ print("output and all gradients match eager")
 print(f"\n{'graph':10} {'kernels':>7} {'steps':>5} {'reused':>6} {'planned peak':>13} {'eager estimate':>15}")
 for g in graphs:
     print(f"{g.graph.name:10} {len(g.kernels):>7} {len(g.plan.steps):>5} {len(g.plan.reuse):>6} "
-          f"{g.plan.peak_bytes:>13,d} {g.eager_peak:>15,d}")
-    assert g.plan.peak_bytes <= g.eager_peak
+          f"{g.plan.peak_bytes:>13,d} {eager_peak(g):>15,d}")
+    assert g.plan.peak_bytes <= eager_peak(g)
 assert [g.graph.name for g in graphs] == ["forward", "backward"]
 
 # %% [markdown]
@@ -223,7 +224,7 @@ for k, (step, live) in enumerate(zip(backward.plan.steps, backward.plan.timeline
 #   use, and a pool keyed by (device, dtype, storage size) from which later allocations
 #   take dead memory (`# reuse` lines).
 # * Inputs, outputs and buffers that a view may still alias are never reused.
-# * `plan.peak_bytes` (after each step's frees) is compared with `eager_peak`, the same
+# * `plan.peak_bytes` (after each step's frees) is compared with `eager_peak(compiled)`, the same
 #   estimate for the ATen graph run op by op; on the GPT-2 block's forward and backward
 #   the plan holds less.
 print("tutorial 8 done")

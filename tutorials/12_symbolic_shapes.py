@@ -30,6 +30,7 @@ import torch.nn.functional as F
 import miniinductor
 from miniinductor import metrics
 from miniinductor.compile_fx import collect_compiled
+from miniinductor.tools.debug.sizes import describe_sizes
 
 torch.manual_seed(0)
 
@@ -88,7 +89,7 @@ print(f"dynamic=True:  {dynamic[0]} graph compiled,  {dynamic[1]} kernels genera
 assert dynamic[0] == 1 and dynamic[1] == static[1] // len(BATCHES)
 
 # %% [markdown]
-# What does the compiled graph know about its sizes? `SizeVarAllocator.describe()` lists
+# What does the compiled graph know about its sizes? `describe_sizes(sizevars)` lists
 # each symbol with the value it was traced at (the *hint*, used only for heuristics such
 # as whether to start OpenMP threads), the range the ShapeEnv allows (0 and 1 are always
 # specialised: a size-1 dimension broadcasts, so it must be known), where the wrapper
@@ -102,10 +103,10 @@ with collect_compiled() as graphs, torch.no_grad():
     out = miniinductor.compile(model, dynamic=True)(x)
 torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-5)
 (cg,) = graphs
-print("\n".join(cg.graph.sizevars.describe()))
+print("\n".join(describe_sizes(cg.graph.sizevars)))
 # Only the batch is free: Dynamo made every dim of x a symbol, but x.size(1) meets the
 # LayerNorm's weight (32), so a guard pins it to 32 and the code treats it as a constant.
-batch = re.search(r"^  (s\d+) = 5 .*L\['x'\]\.size\(\)\[0\]", "\n".join(cg.graph.sizevars.describe()), re.M)[1]
+batch = re.search(r"^  (s\d+) = 5 .*L\['x'\]\.size\(\)\[0\]", "\n".join(describe_sizes(cg.graph.sizevars)), re.M)[1]
 
 # %% [markdown]
 # ## 3. A generic kernel
@@ -188,7 +189,7 @@ with collect_compiled() as graphs:
         x = torch.randn(n, m)
         torch.testing.assert_close(compiled_head(x), head(x))
         print(f"x {n} x {m}: graphs compiled so far {metrics.graphs_compiled}")
-print("\n".join(graphs[0].graph.sizevars.describe()))
+print("\n".join(describe_sizes(graphs[0].graph.sizevars)))
 assert metrics.graphs_compiled == 2   # rows of 20, 33, 50 share a graph; a row of 6 < 8 does not
 
 # %% [markdown]

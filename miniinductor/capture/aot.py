@@ -18,14 +18,8 @@ Compiled autograd's backward graph, which takes its tensors boxed in one list, i
 flattened (Dynamo's `flatten_graph_inputs`, as in Inductor).
 
 Like Inductor, we call AOTAutograd through Dynamo's `aot_autograd` backend helper, not
-`aot_module_simplified` directly: the helper counts the call, and DDP's graph splitting
-(Dynamo's DDPOptimizer, torch/_dynamo/backends/distributed.py) reads that count. While it
-compiles a piece, DDPOptimizer sets TracingContext.fakify_first_call, which makes
-AOTAutograd's compiled function answer its *first* call with fake outputs; when the count
-shows that AOTAutograd ran, DDPOptimizer makes that first call itself, on fake tensors, to
-get the next piece's example inputs (otherwise it runs the uncompiled piece on them).
-Called directly, AOTAutograd armed the fake first call but DDPOptimizer never made it: the
-first real step got fake outputs back and its backward failed.
+`aot_module_simplified` directly: DDP's graph splitting reads the call count it keeps
+(docs/design_notes.md says how it failed without).
 
 Input mutations stay in the graph (`keep_inference_input_mutations`, as Inductor asks): a graph
 that writes into its inputs (an optimizer step, `x.add_(1)`; in training, BatchNorm's running

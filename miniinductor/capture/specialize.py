@@ -1,23 +1,12 @@
 """Dynamic shapes by specialisation: one static compile per concrete shape -- the fallback.
 
-Phase 1 (capture), for graphs Dynamo hands over with symbolic sizes: under
-`torch.compile(..., dynamic=True)`, `torch._dynamo.mark_dynamic`, and the default
-`dynamic=None` ("automatic dynamic", `torch/_dynamo/config.py`), where a second distinct
-shape makes Dynamo recompile with SymInt sizes (and SymInt inputs for ints like `n`).
-
-Such a graph is first compiled generic in its sizes, as Inductor does (capture/aot.py,
-ir/sizevars.py): one compile serves every shape. What cannot be compiled that way yet
-(`SymbolicUnsupported`: a lowering that needs an int, a GEMM template allowed no ATen
-fallback...) lands here instead.
-`Specializer` keys each call on what static code bakes in (scalar inputs' values; tensors'
-sizes, strides, dtype, device, requires_grad; grad mode) and, on a miss, runs the ordinary
-pipeline (AOTAutograd → compile_fx_inner) on Dynamo's graph with the scalars baked in and
-the call's real tensors as example inputs. Real tensors carry no ShapeEnv, so AOTAutograd
-traces static sizes (`x.size(0)` becomes an int), and the backward graph, when grads are
-needed, is as static as the forward. `PerShape` does the same for one ATen graph (a
-backward that fails symbolically after its forward compiled): `make_fx` re-traces it on each
-shape's real inputs. Every new shape costs a full compile: each is logged once, counted in
-`metrics.specializations`, and a graph passing `WARN_AFTER` of them warns once.
+Phase 1 (capture), for graphs Dynamo hands over with symbolic sizes that cannot be
+compiled generic in their sizes (`SymbolicUnsupported`). `Specializer` keys each call on
+what static code bakes in (scalar inputs' values; tensors' sizes, strides, dtype, device,
+requires_grad; grad mode) and, on a miss, runs the ordinary pipeline on Dynamo's graph
+with the call's real tensors; `PerShape` does the same for one ATen graph. Inductor has no
+such fallback: it compiles every graph generic in its sizes. Every new shape costs a full
+compile (`metrics.specializations`; a warning after `WARN_AFTER`): docs/design_notes.md.
 """
 from __future__ import annotations
 
@@ -76,10 +65,7 @@ def _compile_id() -> str:
 
 class Specializer:
     """The backend's callable for a graph with symbolic inputs: a cache of static compiles.
-
-    `compile_static(gm, concrete_args)` is the ordinary capture pipeline
-    (`capture.aot.capture` with the `Config` bound); it returns a callable of `*args`
-    (AOTAutograd's, so `.backward()` works through it)."""
+    `compile_static(gm, concrete_args)`: the ordinary capture pipeline, a callable of `*args`."""
 
     def __init__(self, gm: torch.fx.GraphModule, compile_static):
         self.gm = gm

@@ -4,14 +4,9 @@ Kernel, Block, ScopeAnalysis (which buffers a kernel may keep in registers), Gen
 Mirrors `torch/_inductor/codegen/common.py`. A kernel *is* an ops handler: while a
 buffer's body runs under `V.set_ops_handler(kernel)`, each `ops.add(a, b)` goes through
 the backend's `*Overrides` table to become a string such as `a + b`, and `CSE` names it
-(`auto tmp3 = a + b;`) unless the same expression was already named. The ops get back a
-`CSEVariable`: the name, and what the kernel knows of the value (its dtype; in Triton, the
-block dims it varies along). What a finished kernel hands the later phases is a
-`GeneratedKernel` record.
-
-Simplified: no `OpOverrides` base of default op expressions, no vectorized CSE values, no
-value-range bounds on CSE variables, one CSEVariable class for both backends (Inductor
-subclasses it per backend); C++ values carry no dtype (CppOverrides needs none).
+(`auto tmp3 = a + b;`) unless the same expression was already named, returning a
+`CSEVariable`. A finished kernel is a `GeneratedKernel` record. Simplified: no `OpOverrides`
+base, no vectorized CSE values or value ranges, one CSEVariable class for both backends.
 """
 from __future__ import annotations
 
@@ -137,11 +132,8 @@ class CSE:
 
     @contextlib.contextmanager
     def scope(self):
-        """Names made inside (e.g. in a C++ lambda) must not leak to code outside.
-
-        The inside works on a copy: `cache` may be a dict the kernel shares between
-        blocks (CppKernel.outer_cse), and filling that one in place would hand a
-        later block a variable declared inside the lambda ("'tmp4' was not declared")."""
+        """Names made inside (e.g. in a C++ lambda) must not leak to code outside: the inside
+        works on a copy (`cache` may be shared between blocks: CppKernel.outer_cse)."""
         outer = self.cache
         self.cache = dict(outer)
         try:
@@ -302,12 +294,7 @@ class Kernel:
     a new one: the backend says which kind of block a node needs (`block_kind`), when a node
     cannot join the open block of that kind (`starts_new_block`, e.g. it reads a reduction the
     block finishes), and whether names made in a block die with it (`scoped`: a loop's).
-
-    Loads and stores share one scoping rule: a value stored earlier in scope is reused by
-    a load of the same (buffer, index). Which buffers may stay in registers is decided
-    before any code is generated (`reads_out_of_scope`: the block plan, with the bodies read
-    by a ScopeAnalysis handler); a register buffer read out of scope is then an internal
-    error (MissingStore)."""
+    Which buffers may stay in registers is decided before any code (`reads_out_of_scope`)."""
 
     language = ""   # "cpp" | "triton"
     loop_kind = ""  # the kind of a block that loops over the reduction ranges
@@ -388,10 +375,8 @@ class Kernel:
     def reads_out_of_scope(self, nodes) -> set[str]:
         """The buffers of `nodes` that a node of this kernel reads where no store of theirs is
         in scope (in a later block after a loop's, inside a loop after it ended, at another
-        index): they cannot stay in registers. Decided before generating: each node lands in
-        the block `codegen_node` would put it in (`block_kind`, `starts_new_block`, `scoped`),
-        and its body is read by a ScopeAnalysis handler, which keeps stores in scope the way
-        `_note_store` and `masked_scope` do."""
+        index): they cannot stay in registers. Decided before generating, from the block plan
+        `codegen_node` would follow and each body read by a ScopeAnalysis handler."""
         analysis, names = ScopeAnalysis(self), {n.get_name() for n in nodes}
         try:
             for node in nodes:

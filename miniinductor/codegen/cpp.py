@@ -1,43 +1,15 @@
 """C++/OpenMP code generation: one `extern "C"` function per scheduled group of buffers.
 
-Mirrors `torch/_inductor/codegen/cpp.py` (CppOverrides, CppKernel). The kernel is an ops
-handler: running a buffer's body under it turns every `ops.*` call into a C++ statement
-(`CppOverrides` holds the expression of each op, `CSE` names the results). The loops
-around the body come from the buffer's ranges:
+Codegen phase (a fused group → C++ source). Mirrors `torch/_inductor/codegen/cpp.py`
+(CppOverrides, CppKernel). The kernel is an ops handler: running a buffer's body under it
+turns every `ops.*` call into a C++ statement (`CppOverrides` holds the expression of each
+op, `CSE` names the results). The loops around the body come from the buffer's ranges:
+outer loops (`#pragma omp parallel for` when big enough), reduction loops inside them with
+scalar accumulators; symbolic sizes are arguments after the pointers (`const int64_t s0`).
 
-    #pragma omp parallel for            <- outer (non-reduction) loops, when big enough
-    for (int64_t i0 = 0; i0 < 64; i0 += 1) {
-        float acc0 = 0;                  <- reduction prefix
-        #pragma omp simd reduction(+:acc0)
-        for (int64_t r0 = 0; r0 < 128; r0 += 1) {
-            auto tmp0 = in_ptr0[r0 + 128*i0];     <- loads and compute
-            acc0 = acc0 + tmp0;
-        }
-        out_ptr0[i0] = acc0;             <- stores
-    }
-
-With symbolic sizes (ir/sizevars.py) the loop bounds and indices print the size symbols,
-which the function takes after its pointers (`const int64_t s0`), and whether the loops
-run on several threads is an OpenMP `if(s0*64 >= ...)` clause, decided at run time.
-
-This is the core's kernel: plain nested loops in the order of the buffer's logical dims,
-scalar accumulators, and simd-friendly scalar code that g++ vectorizes with -O3
--march=native (`omp simd`; float exp through the prelude's `mi_expf`, inlined, which has no
-slow path for the -inf of a mask; erf, tanh... through glibc's libmvec,
-runtime/cpp_builder.py), in 512-bit vectors where ATen's kernels use AVX-512
-(`vector_width_flags`). Where g++ vectorized badly or not at all, the code is written so
-that it does: the NaN flag of max/min is an int folded with `|` (not a bool `||`), a `bool`
-buffer is read through its byte (`!= 0`), and a division by a row's sum is a multiplication
-by its reciprocal (`truediv`). float16/bfloat16 are loaded as float. Softmax is the max,
-then one pass for exp and its sum, then the multiplication by the sum's reciprocal; a
-variance is a sum for the mean, then a sum of squared deviations.
-
-Simplified: no loop reordering or tiling, no explicit vectors, no lane accumulators or
-column tiles for reductions, no Welford or online-softmax reductions (the C++ policy asks
-for a Welford variance only with extension `cpu_fast` on, for online softmax never). Those
-are the fast forms of `cpu_fast`'s CppFastKernel, a subclass of this one
-(miniinductor/ext/cpu_fast/). A column reduction (x.sum(0)) runs, as every reduction, its
-reduction loop inside the output's loops.
+Simplified: plain nested loops in the order of the buffer's logical dims, in scalar code
+that g++ -O3 vectorizes (docs/design_notes.md); the tiled, vector and Welford forms are
+`cpu_fast`'s CppFastKernel, a subclass of this one (miniinductor/ext/cpu_fast/).
 """
 from __future__ import annotations
 
@@ -149,10 +121,8 @@ class CppKernel(Kernel):
     """Generates one C++ function for a fused group: outer loops over `ranges`, then one
     block after another, each looping over `reduction_ranges` or not at all: `outer` (runs
     once per outer iteration) or `loop` (a loop over the reduction ranges, computing values
-    per element and folding some into accumulators declared in `prefix`, stored in `suffix`).
-    As Triton's looped kernels, one loop holds per-element nodes and the reductions that read
-    them (softmax's exp(x - max), stored, and its sum: one pass over the row, not two); only a
-    node reading a reduction that this loop finishes opens the next."""
+    per element and folding some into accumulators declared in `prefix`, stored in `suffix`);
+    only a node reading a reduction that this loop finishes opens the next."""
 
     language, loop_kind = "cpp", "loop"
     #: a part of a combo kernel (codegen/combo.py) runs inside the combo's `omp parallel`

@@ -1,37 +1,14 @@
 """Memory planning for the wrapper: buffer lifetimes, frees at last use, and reuse.
 
-Mirrors `torch/_inductor/codegen/memory_planning.py` and the `AllocateLine` /
-`FreeIfNotReusedLine` / `ReuseLine` logic of `codegen/wrapper.py`. The wrapper runs a
-list of steps (a kernel or an extern call); each step reads and defines buffers. We:
-
-  * compute each buffer's last use; after it, the buffer is dead;
-  * put a dead buffer that we allocated ourselves in a pool keyed by (size, stride, dtype);
-    a later allocation with the same key takes it (`buf7 = buf3  # reuse`) instead of
-    asking the allocator again; a pooled buffer nobody takes is deleted where it died
-    (symbolic sizes: only the same size expression, equal for every size, is the same key;
-    the byte counts of the plan's timeline are taken at the traced sizes);
-  * never pool graph inputs, outputs, or buffers handed to an extern call whose schema
-    says its result may alias an input (a view of them may still be alive); outputs of
-    the other extern calls (mm, bmm...) are fresh tensors and are pooled like ours;
-  * record the live bytes while every step runs, so the plan's peak can be compared with
-    eager's (estimated the same way from the ATen graph, op by op, see `eager_peak_bytes`).
-    Inputs whose memory `call` releases (`freeable_inputs`: a backward's saved activations)
-    count from the start to their last use, as in Inductor's `estimate_peak_memory`
-    (torch/_inductor/memory.py): a dead buffer kept for a later reuse must not lift the
-    real peak, which in a backward comes early, while the activations are still alive.
-    Unlike Inductor's, the count is by storage: activations that view one forward buffer
-    (q, k and v of one matmul) free it with the last of them, views of parameters never.
-
-In place (`inplace_buffers`, decided per kernel before its code is generated): a kernel
-may write an output straight over an input that dies in it, read only at the same index;
-the kernel then takes one `in_out_ptr` for both (so `__restrict__` still holds) and the
-wrapper binds `out = src`. A buffer computed into a graph input (a mutation) is bound the
-same way, `buf3 = arg2_1`, on either backend, and the plan keeps it like an output.
-Both backends write in place (Triton kernels too, as Inductor's do: a program reads each
-element of its block before it stores over it, and no other program touches that element).
-Simplified: no pool across graphs.
-
-`plan_memory` is the pass; a `MemoryPlan` is its result.
+Codegen phase (the wrapper's steps → a `MemoryPlan`). Mirrors
+`torch/_inductor/codegen/memory_planning.py` and the `AllocateLine` /
+`FreeIfNotReusedLine` / `ReuseLine` logic of `codegen/wrapper.py`. `plan_memory` walks the
+steps (a kernel or an extern call, each reading and defining buffers): a buffer dies after
+its last use, and a dead buffer we allocated goes to a pool keyed by (size, stride, dtype)
+that a later allocation takes (`buf7 = buf3  # reuse`); graph inputs, outputs and what an
+extern's result may alias are never pooled; the live bytes of each step give the peak.
+`inplace_buffers` lets a kernel write an output over an input that dies in it.
+Simplified: no pool across graphs. The rules in detail: docs/design_notes.md.
 """
 from __future__ import annotations
 
@@ -77,11 +54,9 @@ def may_alias(node) -> bool:
 
 def inplace_buffers(group, scheduler, graph, removed) -> dict[str, str]:
     """{output: input} pairs where a kernel may write an output into the memory of an input
-    that dies in it: same layout, no later step reads the input (earlier ones may: a residual
-    read by every block and last by the one that adds the final term), no extern result may
-    be a view of it, and every read of it in the kernel happens at the very index the output
-    is written, before or in the writing node (so no later read sees an overwritten element).
-    Mirrors Inductor's in-place buffers (`can_inplace`, reused when its last reader writes)."""
+    that dies in it: same layout, no later step reads the input, no extern result may be a view
+    of it, and the kernel reads it only at the index the output is written, before or in the
+    writing node. Mirrors Inductor's in-place buffers (`can_inplace`)."""
     pairs, taken = {}, set()
     written = {d.name: (k, d.index) for k, n in enumerate(group.nodes) for d in n.writes}
     for out, (k, index) in written.items():
@@ -144,11 +119,8 @@ class MemoryPlan:
 
 def freeable_input(name: str) -> bool:
     """Is this graph input's memory released when `call` drops it (`args.clear()`, then `del`
-    at its last use)? The activations a backward graph takes from its forward are: AOTAutograd
-    hands them over and keeps no reference. Parameters (`primals_*`), user inputs (`arg*`) and
-    incoming gradients (`tangents_*`) live on outside. Inductor decides by the same names
-    (`is_nonfreeable_buffers` in torch/_inductor/utils.py); `freeable_inputs` also sees which
-    activations are views (of a parameter, or of one forward buffer with others)."""
+    at its last use)? A backward's saved activations are; parameters, user inputs and incoming
+    gradients are not (by name, as Inductor's `is_nonfreeable_buffers`, torch/_inductor/utils.py)."""
     return not name.startswith(("primals_", "arg", "tangents_", "fwd_rng_state", "bwd_rng_state"))
 
 
@@ -250,47 +222,6 @@ def _pooled_reuse(steps: list[Step], get_buffer, timeline: list[int], limit: int
             if n in poolable:
                 pool.setdefault(MemoryPlan._key(get_buffer(n)), []).append((n, k))
     return reuse
-
-
-def eager_peak_bytes(gm: torch.fx.GraphModule) -> int:
-    """Peak bytes of intermediates (and of the freeable inputs' storages, `freeable_inputs`) if the ATen
-    graph ran op by op, each op allocating its outputs and each tensor freed after its last
-    user (a view keeps its base alive). Composite ops that eager runs as one kernel appear
-    here decomposed, so this slightly overstates eager; it is the baseline our plan must not
-    exceed."""
-    nodes = list(gm.graph.nodes)
-    root, size, end = {}, {}, {}
-    freeable, first_of = freeable_inputs(gm), {}   # a storage → the first input that views it
-    for k, node in enumerate(nodes):
-        if node.op == "placeholder" and node.name in freeable:   # its storage, counted once
-            storage, nb = freeable[node.name]
-            root[node] = first_of.setdefault(storage, node)
-            if root[node] is node:
-                size[node], end[node] = nb, k
-            continue
-        if node.op != "call_function":
-            continue
-        val = node.meta.get("val")
-        tensors = [v for v in (val if isinstance(val, (list, tuple)) else [val]) if isinstance(v, torch.Tensor)]
-        base = node.all_input_nodes[0] if getattr(node.target, "is_view", False) and node.all_input_nodes else None
-        root[node] = root.get(base, None) if base is not None else node
-        if root[node] is node:
-            size[node] = sum(math.prod(map(_hint, t.shape)) * t.dtype.itemsize for t in tensors)
-            end[node] = k
-    for k, node in enumerate(nodes):
-        for inp in node.all_input_nodes:
-            r = root.get(inp)
-            if r is not None:
-                end[r] = len(nodes) if node.op == "output" else max(end.get(r, k), k)
-    ending = {}   # step → the roots whose last user it is
-    for r in size:
-        ending.setdefault(end[r], []).append(r)
-    live = peak = 0
-    for k, node in enumerate(nodes):
-        live += size.get(node, 0)
-        peak = max(peak, live)
-        live -= sum(size[r] for r in ending.get(k, ()))
-    return peak
 
 
 def _hint(size) -> int:

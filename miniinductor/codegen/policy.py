@@ -5,37 +5,8 @@ is taken once, from the graph's device and `Config.cpu_backend` (`policy_for`), 
 `GraphLowering.policy` and read from there by lowering, the scheduler and codegen; no
 phase compares backend strings.
 
-    stores_are_cheap      C++: a row stored and read back by the next loop stays in cache,
-                          so a twice-read transcendental value is stored, not recomputed
-    unfuse_addmm          Triton: addmm read only pointwise → mm + a bias add its readers
-                          inline (lowering/matmul.py)
-    split_reductions      Triton: long rows or long columns cut in two (triton/passes.py)
-    mix_order_reduction   Triton: a row and a column reduction of one input share a kernel
-                          (set by ext/mix_order; lowering/reductions.py leaves those unsplit)
-    gemm_templates        Triton: under max_autotune, matmuls may come from GEMM templates
-    persistent_reduction_max  Triton: the longest row reduced in one block
-    online_softmax_min    the shortest row whose softmax max and sum of exp are one online
-                          reduction (one pass over the row; triton/softmax.py); None: never
-    welford_min           C++: the shortest innermost reduced dim whose variance is one Welford
-                          reduction (`welford`); None (Triton): never, two passes
-    tiled_transposes      Triton: a transposing pointwise kernel gets a 2-D tiled grid of its
-                          own (`tile_split`), so it stays out of combo kernels; C++ tiles its
-                          loops inside the kernel (with extension cpu_fast: ext/cpu_fast/loops.py)
-    channels_last_conv    an inference graph's 2-D convolutions take their input channels-last
-                          (ext/layout): C++ (oneDNN runs them faster) and GPU graphs
-                          (cuDNN's NHWC kernels: its NCHW path reorders inside every call);
-                          not `cpu_backend="triton"` (the CPU's convolution, Triton's kernels:
-                          nothing to gain in CI's interpreter)
-    vector_matrix_max     C++: a single row times a matrix (`[1, K] @ w.t()`) up to this many
-                          matrix elements is a reduction kernel, not a BLAS call (`vector_matrix`;
-                          0: never, unless extension cpu_fast sets it)
-    explicit_vectors      C++: a pointwise kernel's innermost loop on explicit vectors where it can
-                          be (ext/cpu_fast/vec.py); else, and always for reductions, omp simd
-    clamped_window_reads  C++: a pooling window's positions over the padding are read at the
-                          nearest position inside and discarded by a comparison, so the kernel
-                          has no masked load and g++ vectorises it; Triton: a masked load with
-                          -inf where the position is outside (a predicated load costs nothing on
-                          a GPU; the clamps and comparisons were slower than Inductor's on an H200)
+Each field is said in one line where it is defined below; the longer reasons are in
+docs/design_notes.md.
 
 The Triton backend sets its own numbers (persistent_reduction_max, online_softmax_min) through
 `passes.POLICY_PATCHES`, and keeps its block-size and split rules in triton/policy.py.
@@ -56,20 +27,20 @@ from ..passes import POLICY_PATCHES
 @dataclasses.dataclass(frozen=True)
 class BackendPolicy:
     name: str                       # who writes the kernels: "cpp" or "triton"
-    stores_are_cheap: bool
-    unfuse_addmm: bool
-    split_reductions: bool
-    mix_order_reduction: bool
+    stores_are_cheap: bool          # C++: a twice-read transcendental value is stored, not recomputed
+    unfuse_addmm: bool              # Triton: addmm read only pointwise → mm + a bias add that fuses
+    split_reductions: bool          # Triton: long rows or columns reduced in two kernels
+    mix_order_reduction: bool       # Triton: a row and a column reduction of one input share a kernel
     gemm_templates: bool = False    # max_autotune may compute matmuls with Triton GEMM templates
     mix_order_min_numel: int = 0
     persistent_reduction_max: int = 0       # Triton's (triton/policy.py); 0: no persistent block
-    online_softmax_min: int | None = None
-    welford_min: int | None = None
-    tiled_transposes: bool = True
-    explicit_vectors: bool = False
-    clamped_window_reads: bool = False
-    channels_last_conv: bool = False
-    vector_matrix_max: int = 0
+    online_softmax_min: int | None = None   # the shortest row whose softmax is one online reduction
+    welford_min: int | None = None  # C++: the shortest inner reduced dim whose variance is one Welford pass
+    tiled_transposes: bool = True   # Triton: a transposing pointwise kernel gets a 2-D tiled grid
+    explicit_vectors: bool = False  # C++: pointwise inner loops on explicit vectors (ext/cpu_fast)
+    clamped_window_reads: bool = False   # C++: pooling reads clamped inside and compared, not masked
+    channels_last_conv: bool = False     # inference graphs' 2-D convolutions channels-last (ext/layout)
+    vector_matrix_max: int = 0      # C++: [1, K] @ [K, N] up to this K * N is a reduction kernel
 
     def vector_matrix(self, a: torch.Tensor, b: torch.Tensor) -> bool:
         """Compute `a @ b` for a single row `a` [1, K] and `b` [K, N] read along K (a Linear's

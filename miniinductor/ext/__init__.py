@@ -21,3 +21,4 @@ from . import cudagraphs  # noqa: F401
 from . import freezing  # noqa: F401
 from . import joint_graph  # noqa: F401
 from . import cpu_fast  # noqa: F401
+from . import pool_grad  # noqa: F401

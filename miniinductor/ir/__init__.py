@@ -1,3 +1,3 @@
 """Phase 3: the define-by-run loop IR (nodes.py), its SymPy indexing (indexing.py) and
-an interpreter that evaluates it with torch (interpreter.py)."""
+size variables (sizevars.py); ir/interpreter.py evaluates it with torch."""
 from .nodes import *  # noqa: F401,F403

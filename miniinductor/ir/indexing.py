@@ -3,14 +3,9 @@
 Mirrors `torch/_inductor/sizevars.py` and `torch/utils/_sympy/functions.py`. Every load
 and store in the loop IR addresses memory with an expression such as
 `i0*4096 + ModularIndexing(i1, 64, 12)`; views never copy data, they rewrite these.
-
-Sizes are ints or, in a graph compiled generic in its sizes, SymPy expressions of the
-size symbols `s0, s1...` (ir/sizevars.py). Simplification uses the loop ranges:
 `simplify_with_ranges(expr, {i0: 8, i1: 512})` uses the facts `0 <= i < range` to remove
-divisions and moduli that cannot change the value. Simplified: a division or modulus by a
-symbolic size is only simplified by joining digits back together (`s1*FloorDiv(x, s1) +
-ModularIndexing(x, 1, s1)` → `x`), and a symbolic loop range gives no bounds, where
-Inductor's `SizeVarAllocator` also reasons with the ShapeEnv's ranges and guards.
+divisions and moduli that cannot change the value. Simplified: symbolic sizes are
+simplified less than Inductor does (docs/design_notes.md).
 """
 from __future__ import annotations
 

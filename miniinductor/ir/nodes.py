@@ -3,24 +3,11 @@
 Mirrors `torch/_inductor/ir.py`. A value is described by how to compute one element:
 `Pointwise(ranges, inner_fn)` where `inner_fn(index)` calls `ops.*`, or
 `Reduction(ranges, reduction_ranges, reduction_type, inner_fn)` where
-`inner_fn(index, rindex)` yields the values that are folded together.
-
-Storage:
-  * `Buffer` has a name and a `Layout` (dtype, size, stride, offset) and is loaded with
-    `ops.load(name, offset + sum(i*stride))`. `InputBuffer` (graph inputs and constants),
-    `ComputedBuffer` (a `Loops` node written to memory by a kernel), `ExternKernel` (an ATen
-    call we do not compile) and `MultiOutput` (one output of a tuple-returning extern);
-    extensions add their own (the gemm extension's `TemplateBuffer`).
-  * `StorageBox` wraps a not-yet-stored `Pointwise` so that it can be *realized* (turned
-    into a `ComputedBuffer`) later without its users noticing.
-  * `View(data, size, reindex)` re-maps indices and never copies: views, permutes and
-    slices all become a `reindex` function and, in the end, a SymPy index expression.
-
-Simplified: one `View` class instead of Inductor's many view nodes; layouts are either
-fixed (inputs, outputs, externs), contiguous, or an input's own (`MutationLayout`: a value
-stored into the input it replaces). Sizes, strides and offsets are ints, or
-SymPy expressions of the graph's size symbols when it is compiled generic in its sizes
-(ir/sizevars.py).
+`inner_fn(index, rindex)` yields the values that are folded together. Made by lowering,
+read by the scheduler and codegen. Storage is a `Buffer` (a name and a
+`Layout`), a `StorageBox` (a value that may still be realized into a buffer) or a `View`
+(indices re-mapped, never a copy): docs/design_notes.md. Simplified: one `View` class
+instead of Inductor's many view nodes; a layout is fixed, contiguous, or an input's own.
 """
 from __future__ import annotations
 
@@ -244,8 +231,7 @@ class ExternKernel(Buffer):
     """A call to an ATen op at run time: `buf3 = aten.mm.default(buf1, arg2_1)`.
 
     `args`/`kwargs` hold IR nodes (realized into buffers or strided views) and plain values.
-    `layout` is None when the op returns a tuple; `MultiOutput` nodes pick its items.
-    """
+    `layout` is None when the op returns a tuple; `MultiOutput` nodes pick its items."""
 
     def __init__(self, name, layout, op, args, kwargs, reason="", origins=()):
         super().__init__(name, layout)

@@ -1,24 +1,12 @@
 """Symbolic sizes: the graph's size symbols (`s0`, `s1`...) and what is known about them.
 
 Mirrors `torch/_inductor/sizevars.py` (`SizeVarAllocator`). Under dynamic shapes Dynamo's
-ShapeEnv names each varying size with a SymPy symbol and records what it knows of it: a
-range (`s0 >= 2`: sizes 0 and 1 are specialised), a value seen while tracing (the *hint*)
-and the guards. A `SymInt`'s `node.expr` is already such an expression; lowering keeps it,
-so a buffer's size is `[s0, 64]`, a loop runs to `s0` and the kernel takes `s0` as an
-argument. Three kinds of question, as in Inductor:
-
-  * `statically_known_*`: true for every size the compiled graph will ever see (proved
-    from the ShapeEnv's ranges and guards); False when unknown. Correctness may rest on it.
-  * `size_hint`: the value traced with. Heuristics only (parallel or not, a memory plan's
-    byte counts), never correctness.
-  * `guard_equals`: an equality we rely on, added to the ShapeEnv as a guard (Dynamo checks
-    it before each call and recompiles when it fails).
-
-Data-dependent (unbacked) symbols u0, u1... -- the count of a `nonzero`, an `.item()` -- come
-from ops that run in ATen; the wrapper binds each from that op's result (`u0 = buf2.size(0)`),
-later kernels take it as an argument like any size, and heuristics see `UNBACKED_HINT`.
+ShapeEnv names each varying size with a SymPy symbol; lowering keeps it, so a buffer's size
+is `[s0, 64]`, a loop runs to `s0` and the kernel takes `s0` as an argument. Asked by every
+phase after capture: `statically_known_*` (true for every size, correctness may rest on it),
+`size_hint` (the traced value: heuristics only) and `guard_equals` (a guard Dynamo checks).
 Simplified: no replacements or precomputed sizes. A static graph has a `SizeVarAllocator()`
-without a ShapeEnv, whose sizes are all ints.
+without a ShapeEnv, whose sizes are all ints. More (unbacked sizes): docs/design_notes.md.
 """
 from __future__ import annotations
 
@@ -177,37 +165,3 @@ class SizeVarAllocator:
             raise SymbolicUnsupported(f"{a} == {b} does not hold")
         self.shape_env.evaluate_expr(sympy.Eq(sympy.sympify(a), sympy.sympify(b)), hint=True)
         return a
-
-    def guard_leq(self, a, b) -> bool:
-        """Whether a <= b for the traced sizes, guarded (Dynamo recompiles if it changes)."""
-        if self.statically_known_leq(a, b):
-            return True
-        result = self.size_hint(a) <= self.size_hint(b)
-        if self.shape_env is not None:
-            cond = sympy.Le(sympy.sympify(a), sympy.sympify(b))
-            self.shape_env.evaluate_expr(cond if result else sympy.Not(cond), hint=True)
-        return result
-
-    def describe(self) -> list[str]:
-        """The size symbols and guards, as lines: each symbol's traced value, the range the
-        ShapeEnv allows and where Dynamo reads it from (symbols a guard pinned to one value
-        listed apart: the code treats them as constants); then the guards Dynamo checks
-        before every call (one failing makes it recompile). Empty for a static graph."""
-        env = self.shape_env
-        if env is None:
-            return []
-        free, pinned = [], []
-        for s, hint in sorted(self.var_to_val.items(), key=lambda kv: str(kv[0])):
-            r = env.var_to_range.get(s)
-            where = ", ".join(src.name() if callable(src.name) else src.name for src in env.var_to_sources.get(s, []))
-            if r is not None and r.lower == r.upper:
-                pinned.append(f"  {s} = {hint}    {where}")
-            else:
-                allowed = f"in [{r.lower}, {r.upper}]".replace("int_oo", "inf") if r is not None else ""
-                free.append(f"  {s} = {hint}    {allowed}    {where}")
-        lines = ["size symbols (traced value, allowed range, read from):"] + free
-        if pinned:
-            lines += ["specialised by a guard to the value traced (constants in the code):"] + pinned
-        guards = [str(g.expr) for g in env.guards]
-        lines.append("guards (checked before every call; one failing recompiles):" if guards else "guards: none")
-        return lines + [f"  {g}" for g in guards]

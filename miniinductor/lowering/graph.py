@@ -5,29 +5,9 @@ an `InputBuffer`, each `call_function` node calls the op's lowering (registry.py
 when there is none, becomes an `ExternKernel` that calls ATen at run time; the output
 node realizes every returned value with the strides eager would give it.
 
-Symbolic sizes: a graph traced in Dynamo's ShapeEnv keeps its sizes as SymPy expressions
-of the size symbols (`self.sizevars`, ir/sizevars.py): a SymInt placeholder binds its
-symbol, a node computing a size (`sym_size`, `s0 * 16`) or a float of sizes (`sym_float(s1)`,
-`4 / s0`: ToFloat(s1), IntTrueDiv(4, s0)) is its expression, and any failure
-while lowering such a graph is a `SymbolicUnsupported` naming the op (the graph is then
-compiled per shape: capture/aot.py).
-
-The graph's device (which, with `Config.cpu_backend`, picks the backend policy: C++ or
-Triton kernels, codegen/policy.py) is read from every node's
-`meta["val"]`, not only from the inputs: a graph may have none (`torch.arange(8,
-device="cuda") * 2`). Inductor tracks `device_types` the same way and can mix devices in
-one graph; we cannot, so compile_fx runs a graph that mixes them eagerly.
-
-Layout optimisation (`self.layout_opt`, set from the `layout` extension's decision, Inductor's
-`decide_layout_opt`): in an inference graph with C++ kernels, 2-D convolutions take their input
-channels-last, and `fallback` gives their ExternKernel channels-last strides instead of the
-meta's -- through `passes.EXTERN_LAYOUTS`, where extensions say what layout an extern op needs.
-
-Realization (when a value stops being inlined and becomes a buffer) is one named step,
-`realize_where_demanded`, which compile_fx's pass list names: it runs on each node's value
-as soon as it is lowered, because the users' demands are known then and a consumer lowered
-later must see the buffer (a consumer's loader, taken while it is lowered, holds the
-value's body or a load of its buffer), and buffers are numbered as they are made.
+Lowering phase (ATen graph in, IR buffers out). Sizes may be symbolic; the device picks
+the backend policy; `realize_where_demanded` decides which values become buffers.
+Simplified: one device per graph (details: docs/design_notes.md).
 """
 from __future__ import annotations
 
@@ -98,10 +78,8 @@ def _tensors_in(value):
 def graph_devices(gm: torch.fx.GraphModule, example_inputs=()) -> set[torch.device]:
     """The devices of a graph's tensors: its inputs' and every node's `meta["val"]`, so that a
     graph with no tensor inputs (`torch.arange(8, device="cuda") * 2`) is still placed where
-    it makes its tensors (as Inductor's GraphLowering tracks `device_types` node by node).
-    Not counted: 0-d CPU tensors (eager lets a CPU scalar meet tensors of any device), and
-    constants with what is computed from them alone (a window function's CPU coefficients,
-    copied to the GPU): `get_attr` moves constants to the graph's device. Outputs count."""
+    it makes its tensors (as Inductor's `device_types`). Not counted: 0-d CPU tensors, and
+    constants with what is computed from them alone (`get_attr` moves those). Outputs count."""
     from_constants: set[str] = set()
     found = {t.device for t in _tensors_in(list(example_inputs)) if _places_graph(t)}
     for node in gm.graph.nodes:
@@ -295,7 +273,7 @@ class GraphLowering(torch.fx.Interpreter):
             return None   # Dynamo's check of a data-dependent size's range (u0 >= 0): no code
         if getattr(target, "__module__", None) == "_operator" and all(isinstance(a, (int, sympy.Basic)) for a in args):
             return as_expr(target(*map(sympy.sympify, args)))   # size arithmetic (ints, comparisons)
-        lowering = find_lowering(target)
+        lowering = find_lowering(target, self.config)
         reason = self._unsupported_reason(target, args, lowering)
         created = len(self.buffers)
         if reason is None:
@@ -466,12 +444,8 @@ def realize_where_demanded(graph: GraphLowering, value):
       * graph outputs, as soon as they are computed, with eager's strides (so that the buffers
         they read can be freed early, and consumers load them); so too values whose memory an
         `as_strided` reads (through views or not): it addresses eager's layout;
-      * a pointwise value read by more than one FX user *and* expensive to recompute: its body
-        reads more than `realize_reads_threshold` buffers or runs more than
-        `realize_opcount_threshold` ops (a transcendental op counts TRANSCENDENTAL_COST where
-        stores are cheap). Cheap values are recomputed in each consumer instead, which costs
-        arithmetic but saves a round trip through memory. These are the same two tests (and
-        defaults) as real Inductor's `StorageBox.mark_reuse`."""
+      * a pointwise value read by more than one FX user *and* expensive to recompute
+        (`_expensive`: Inductor's `StorageBox.mark_reuse`); cheap ones are recomputed."""
     if not (isinstance(value, StorageBox) and isinstance(value.data, Pointwise)):
         return
     node = graph.current_fx_node()

@@ -1,18 +1,11 @@
 """The lowerings of matmuls, and `left_to_aten`, which the passes over the ATen graph ask.
 
-The lowerings of `mm`, `bmm` and `addmm` (Inductor's `kernel/mm.py` `tuned_mm`,
-`tuned_bmm`, `tuned_addmm`): an ATen call, unless `vector_matrix` (below) computes it, or the
-first choice an extension registered in `passes.MATMUL_CHOICES` that answers (the gemm
-extension's: under `max_autotune` with Triton kernels, a GEMM template the autotuner picked,
-miniinductor/ext/gemm/). addmm is then that product plus `alpha * product + beta * bias`, a
-pointwise node (which fuses into a template's store as its epilogue).
-
-`vector_matrix`: on the CPU, a single row times a Linear's weight (`[1, K] @ w.t()`, batch-1
-inference) is a reduction kernel of ours, the previous layer's bias and activation inlined
-into its loads. Inductor's CPU `addmm`/`mm` decompositions (`torch/_inductor/decomposition.py`)
-do this for K, N <= 16 only; ours goes up to the policy's `vector_matrix_max` elements (the
-cpu_fast extension sets it: 0, never, with the extension off), where a BLAS call's per-call
-cost, not its arithmetic, sets the time (a batch-1 MLP: docs/journal/2026-11-28-figures-from-code.md).
+Lowering phase. The lowerings of `mm`, `bmm` and `addmm` (Inductor's `kernel/mm.py`
+`tuned_mm`, `tuned_bmm`, `tuned_addmm`): an ATen call, unless `vector_matrix` (a single row
+times a Linear's weight on the CPU: a reduction kernel of ours) computes it, or the first
+choice an extension registered in `passes.MATMUL_CHOICES` answers (the gemm extension's
+GEMM template). addmm is then that product plus `alpha * product + beta * bias`, a
+pointwise node. Simplified: no templates of its own. More: docs/design_notes.md.
 """
 from __future__ import annotations
 

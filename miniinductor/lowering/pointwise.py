@@ -3,11 +3,9 @@
 Mirrors `make_pointwise`/`register_pointwise` in `torch/_inductor/lowering.py`.
 `make_pointwise(fn, inputs)` broadcasts the inputs to one shape, casts each to the
 computation dtype, and returns a `Pointwise` whose `inner_fn` loads every input at the
-same index and calls `fn`. Nothing is computed or stored here: the result stays inlinable
-into whatever consumes it until the graph decides to realize it.
-
-Simplified: type promotion is delegated to `torch._prims_common.elementwise_dtypes`
-(the same rules eager uses); float16/bfloat16 compute in float32, as Inductor does.
+same index and calls `fn`; the result stays inlinable until the graph realizes it.
+Simplified: type promotion is `torch._prims_common.elementwise_dtypes` (eager's rules);
+float16/bfloat16 compute in float32, as Inductor does.
 """
 from __future__ import annotations
 

@@ -1,11 +1,9 @@
 """Strides of lowered values: the layouts taken from eager (graph.py) and channels-last ones.
 
-An output's strides (`storable_stride`), size-1 dims included (`eager_view`), and the layout
-of memory an `as_strided` reads (`read_by_as_strided`), as Inductor's `GraphLowering.run_node`
-requires exact strides there; channels-last strides (`channels_last_strides`) and a value
-stored with them (`require_channels_last`, Inductor's `ExternKernel.require_channels_last` in
-`torch/_inductor/ir.py`), which the pooling lowering and an extern op that needs its input
-channels-last use (`passes.EXTERN_LAYOUTS`: the extensions register those ops).
+Lowering phase. An output's strides (`storable_stride`, size-1 dims: `eager_view`) and the
+layout an `as_strided` reads (`read_by_as_strided`), exact as Inductor's
+`GraphLowering.run_node` requires; channels-last strides and a value stored with them
+(`require_channels_last`, as Inductor's `ExternKernel.require_channels_last` in ir.py).
 """
 from __future__ import annotations
 

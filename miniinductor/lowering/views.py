@@ -4,11 +4,8 @@ Mirrors the view lowerings in `torch/_inductor/lowering.py` and `View`/`Reinterp
 in `torch/_inductor/ir.py`. A view is a `View(data, size, reindex)`: element `index` of the
 result is element `reindex(index)` of the input. No copy happens; the SymPy index printed
 in the final kernel is the composition of all the reindex functions, simplified against
-the loop ranges (`ir/indexing.py`).
-
-Indirect indexing (gather, index, embedding): the index *value* is loaded, turned into a
-symbol with `ops.indirect_indexing(value, size)` (which also wraps negatives) and used
-inside the next load's SymPy index.
+the loop ranges (`ir/indexing.py`). Indirect indexing (gather, index, embedding) loads the
+index value and uses it as a symbol (`ops.indirect_indexing`) in the next load's index.
 """
 from __future__ import annotations
 

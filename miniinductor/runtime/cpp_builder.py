@@ -2,17 +2,10 @@
 
 Mirrors `torch/_inductor/codecache.py` (CppCodeCache). The cache key hashes the source,
 the flags and the compiler's version, so a changed compiler never reuses a stale build.
-Builds land in `$MINIINDUCTOR_CACHE_DIR` (default `~/.cache/miniinductor`), each written
-to a temporary name and moved into place with `os.replace`, which is atomic: two processes
-building the same kernel both succeed and neither can see a half-written file.
-
-The prelude (cpp_prelude.h: <cmath>, <algorithm>, <immintrin.h>...) is precompiled once
-per flags and compiler (`prelude_header`, a GCC `.gch` beside the header, as Inductor's
-precompiled `cpp_prefix.h`): parsing it took most of a small graph's build time,
-and a cold test run builds hundreds. A compiler that cannot use the `.gch` reads the header's
-text instead: the same code, only slower. Simplified: no parallel build pool; one library per
-graph, so a graph costs one compiler run however many kernels it has. A library built against
-more (the cpp_wrapper extension's: libtorch's C shim) passes its flags and libraries (`extra`).
+Load phase (C++ source in, ctypes functions out). Builds land in `$MINIINDUCTOR_CACHE_DIR`
+(default `~/.cache/miniinductor`), written atomically (`os.replace`); the prelude
+(cpp_prelude.h) is precompiled once (`prelude_header`). Simplified: no parallel build pool;
+one library per graph (docs/design_notes.md).
 """
 from __future__ import annotations
 
@@ -35,9 +28,7 @@ FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-m
 def vector_width_flags() -> list[str]:
     """The vector width g++ may use: 512 bits where ATen's own CPU kernels run their AVX-512
     versions (`torch.backends.cpu.get_cpu_capability()`, as Inductor's `pick_vec_isa`), else
-    256. g++ itself prefers 256-bit vectors even where -march=native has AVX-512; on a Xeon
-    with two 512-bit FMA units that left our softmax slower than eager's AVX-512 kernel. The
-    prelude's explicit vectors (`mi_vec`) take the same width: MI_VEC_LANES floats."""
+    256 (g++ alone prefers 256). The prelude's vectors (`mi_vec`) take it: MI_VEC_LANES floats."""
     return [f"-mprefer-vector-width={vector_lanes() * 32}", f"-DMI_VEC_LANES={vector_lanes()}"]
 
 
@@ -161,9 +152,7 @@ def build(source: str, cxx: str | None = None, extra: tuple[list, list] | None =
 def load_kernels(source: str, names: list[str] | dict[str, int], cxx: str | None = None) -> dict:
     """Build (or fetch from the cache) and return {name: ctypes function}. Given {name: (number
     of pointer arguments, number of int64 size arguments after them)}, each function declares
-    them `c_void_p` and `c_int64`: it then takes plain ints (`t.data_ptr()`, `s0`), which ctypes
-    converts faster than `c_void_p(t.data_ptr())` objects. (Undeclared, a Python int would be
-    passed as a 32-bit C int.)"""
+    them `c_void_p` and `c_int64`: it then takes plain ints (`t.data_ptr()`, `s0`)."""
     if not names:
         return {}
     lib = ctypes.CDLL(str(build(source, cxx)))

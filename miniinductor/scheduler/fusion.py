@@ -2,25 +2,13 @@
 
 Mirrors `Scheduler.can_fuse`, `can_fuse_vertical`, `score_fusion` and `fuse_nodes` in
 `torch/_inductor/scheduler.py`, plus the "why (not) fused" records that real Inductor only
-logs (`fusion` in TORCH_LOGS).
+logs (`fusion` in TORCH_LOGS). Schedule phase (scheduler nodes → fused groups).
 
-A kernel has one loop nest: outer loops over `R` (the group's non-reduction ranges) and,
-inside, a sequence of blocks that each loop over `Q` (the reduction ranges) or run once.
-Two groups can share it when:
-  * shapes line up: both reduce over the same (R, Q); or a pointwise group iterates R+Q
-    (an epilogue or prologue loop over the row) or just R (a per-row value); or two
-    pointwise groups iterate the same ranges (sizes of 1 are ignored);
-  * every buffer the later group reads from the earlier one is read at exactly the index
-    where it was written (so one outer iteration produces what it consumes);
-  * no path leads from one to the other through a node outside both (a cycle);
-  * a group that stores into a graph input (a mutation) reads the input, and other groups
-    read it, only at the element it replaces (`mutation_problem`);
-  * the result stays under `max_fusion_size` nodes;
-  * an extension's rule (passes.FUSION_RULES) may decide the loops of a pair of its own
-    first (the gemm extension's: a GEMM template takes only pointwise readers of its output,
-    as an epilogue fused into its store).
-The score is the bytes the fusion saves: each buffer one group writes and the other
-reads, or that both read, is counted once. Ties go to the pair closest in program order.
+A kernel has one loop nest: outer loops
+over the non-reduction ranges R, inside them blocks over the reduction ranges Q or run
+once. Two groups share it when their loops line up, each buffer passed between them is
+read where it was written, no path through a third node joins them and the result stays
+under `max_fusion_size`; the score is the bytes saved (the rules: docs/design_notes.md).
 """
 from __future__ import annotations
 

@@ -1,24 +1,13 @@
 """Scheduler: dependencies, dead-code elimination, fusion rounds and the kernel order.
 
-Mirrors `torch/_inductor/scheduler.py`. Each buffer from lowering becomes a node:
-`SchedulerNode` (a `ComputedBuffer`: we generate its loops) or `ExternKernelSchedulerNode`
-(an ATen call), or the node an extension made for its own kind of buffer (passes.NODE_KINDS:
-a GEMM template, which pointwise readers may join as its epilogue; the extension's rule in
-passes.FUSION_RULES says so). A node's `MemoryDep` reads and writes come from running its body under a
-`RecordingHandler` (ops_handler.py) -- the same closure that codegen later compiles -- with
-*canonical* loop variables `c0, c1, ...` given to its non-1 dimensions, outer ones first,
-so that the indices of two nodes can be compared directly. A buffer computed into a graph
-input (a mutation, `MutationLayout`) runs after every reader of the input's old value: an
-edge the dependency graph holds like a read (`_edges`), which also orders the nodes.
-
-`Scheduler(...)` builds one node per buffer, with its deps (`create_nodes`). The passes,
-which `compile_fx.schedule` calls in order:
-  1. `dead_code_elimination` drop buffers nobody reads and nobody returns
-  2. `fuse`                  rounds of pairwise fusion by score (fusion.py)
-  3. `order`                 a topological order of the groups, close to the original
-Extensions add passes between them (a row and a column reduction in one group:
-ext/mix_order; independent kernels in one combo: ext/combo), through `merge`, `groups`
-and the dependency queries (`path_between`, `dependency_graph`).
+Schedule phase (the IR buffers → an ordered list of fused groups and extern calls).
+Mirrors `torch/_inductor/scheduler.py`. Each buffer becomes a node (`SchedulerNode`: we
+generate its loops; `ExternKernelSchedulerNode`: an ATen call; or an extension's,
+passes.NODE_KINDS) whose `MemoryDep` reads and writes come from running its body under a
+`RecordingHandler` with canonical loop variables `c0, c1, ...`, so that two nodes' indices
+compare directly. The passes, in order: `dead_code_elimination`, `fuse` (fusion.py),
+`order`; extensions add theirs between them. Dependencies and mutations in detail:
+docs/design_notes.md.
 """
 from __future__ import annotations
 

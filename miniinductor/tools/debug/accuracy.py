@@ -12,7 +12,7 @@ Every buffer of every graph is computed three ways, on the inputs the compiled g
 was really called with (recorded on its first call, forward and backward):
   kernel  the generated wrapper regenerated with `record=True` (codegen/wrapper.py), so
           that `call` hands over each buffer right after the step that defines it;
-  IR      `ir.interpreter.evaluate_buffer` on the *kernel's* values of its inputs, so a
+  IR      `interpreter.evaluate_buffer` on the *kernel's* values of its inputs, so a
           kernel that departs from its own IR is caught where it departs;
   ATen    the ATen graph run node by node (`torch.fx.Interpreter`), for the buffers that
           hold an FX node's value (`GraphLowering.node_values`).

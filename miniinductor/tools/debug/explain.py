@@ -21,7 +21,9 @@ from ...compile_fx import CompiledGraph, collect_compiled
 from ...compile_fx import compile as mi_compile
 from ...logs import plural
 from .fusion_graph import build_fusion_graph, human_bytes
+from .memory import eager_peak
 from .report import render_report, write_report
+from .sizes import describe_sizes
 from .trace import write_trace
 
 
@@ -54,7 +56,7 @@ class ExplainResult:
             lines.append(f"== graph {cg.graph.name}: {plural(len(cg.kernels), 'kernel')}, "
                          f"{plural(len(cg.scheduler.nodes), 'node')} before fusion, wrapper {cg.path}")
             lines += [f"  {k}" for k in cg.kernels.values()]
-            lines.append(f"  memory: planned peak {cg.plan.peak_bytes} bytes vs eager estimate {cg.eager_peak}")
+            lines.append(f"  memory: planned peak {cg.plan.peak_bytes} bytes vs eager estimate {eager_peak(cg)}")
             lines += [f"  pass {r}" for r in cg.passes or () if r.ran]
         lines.append("== fusion decisions")
         lines += [f"  {d}" for d in self.decisions]
@@ -95,9 +97,9 @@ def kernel_lines(result) -> list[str]:
         peak = human_bytes(cg.plan.peak_bytes if cg.plan else 0)
         lines.append(f"graph {cg.graph.name}: {plural(len(cg.scheduler.nodes), 'node')} before fusion -> "
                      f"{plural(len(cg.kernels), 'kernel')} + {plural(n_ext, 'extern call')}; kernels move {moved}; "
-                     f"planned peak {peak} vs eager {human_bytes(cg.eager_peak)}")
+                     f"planned peak {peak} vs eager {human_bytes(eager_peak(cg))}")
         if cg.graph.sizevars.symbolic:   # sizes (and so bytes) are at the traced values
-            lines += [f"  {line}" for line in cg.graph.sizevars.describe()]
+            lines += [f"  {line}" for line in describe_sizes(cg.graph.sizevars)]
         for k in cg.kernels.values():
             origins = ", ".join(k.origins) or "?"
             lines.append(f"  {k.name}: {k.computes()} <- {origins} ({human_bytes(k.bytes_moved)})")

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ...logs import plural
 from .fusion_graph import INSTALL_HINT, build_fusion_graph, fusion_graph_svg, human_bytes
+from .memory import eager_peak
 from .report_columns import (  # noqa: F401  (GraphLinks and LANGUAGE_NAMES: importable from here too)
     LANGUAGE_NAMES,
     GraphLinks,
@@ -40,6 +41,7 @@ from .report_columns import (  # noqa: F401  (GraphLinks and LANGUAGE_NAMES: imp
     _origin_links,
     _schedule_column,
 )
+from .sizes import describe_sizes
 
 _esc = html.escape
 _report_ids = itertools.count()
@@ -112,14 +114,15 @@ def _memory_section(cg) -> str:
     plan = cg.plan
     if plan is None:
         return '<p class="muted">No memory plan.</p>'
-    saved = (1 - plan.peak_bytes / cg.eager_peak) * 100 if cg.eager_peak else 0
+    eager = eager_peak(cg)
+    saved = (1 - plan.peak_bytes / eager) * 100 if eager else 0
     reuse = "".join(f"<tr><td>{_esc(a)}</td><td>{_esc(b)}</td></tr>" for a, b in plan.reuse.items())
     return (f"<p>planned peak <b>{human_bytes(plan.peak_bytes)}</b> vs eager estimate "
-            f"<b>{human_bytes(cg.eager_peak)}</b> ({saved:.0f}% less); {plural(len(plan.reuse), 'buffer')} reuse memory.</p>"
+            f"<b>{human_bytes(eager)}</b> ({saved:.0f}% less); {plural(len(plan.reuse), 'buffer')} reuse memory.</p>"
             + '<p class="muted">Live bytes of intermediate buffers after each step of the wrapper\'s '
             "<code>call()</code> (hover a step); the dashed red line is the peak eager PyTorch would reach "
             "running the ATen graph op by op (an estimate).</p>"
-            + memory_svg(plan, cg.eager_peak)
+            + memory_svg(plan, eager)
             + (f'<table class="small"><thead><tr><th>buffer</th><th>takes the memory of</th></tr></thead>'
                f"<tbody>{reuse}</tbody></table>" if reuse else "")
             + f"<details><summary>the plan as text</summary><pre>{_esc(str(plan))}</pre></details>")
@@ -201,7 +204,7 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
             f"{plural(n_ext, 'extern call')}; kernels move {human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}; "
             f"wrapper <code>{_esc(cg.path)}</code></p>")
     if cg.graph.sizevars.symbolic:   # one compile serves every size: say which symbols and guards
-        head += f'<pre class="symbols">{_esc(chr(10).join(cg.graph.sizevars.describe()))}</pre>'
+        head += f'<pre class="symbols">{_esc(chr(10).join(describe_sizes(cg.graph.sizevars)))}</pre>'
     fx_title, fx_body = _fx_column(cg, links, fx_gm)
     columns = [(fx_title, fx_body), ("ATen graph", _aten_column(cg, links)), ("Loop IR", _ir_column(cg, links)),
                ("Fused kernels", _schedule_column(cg, links)), ("Generated code", _code_column(cg, links))]
@@ -230,7 +233,7 @@ def _summary(graphs) -> str:
         f"<td class=num>{len(cg.kernels)}</td><td class=num>{len(cg.scheduler.schedule) - len(cg.kernels)}</td>"
         f"<td class=num>{human_bytes(sum(k.bytes_moved for k in cg.kernels.values()))}</td>"
         f"<td class=num>{human_bytes(cg.plan.peak_bytes if cg.plan else 0)}</td>"
-        f"<td class=num>{human_bytes(cg.eager_peak)}</td></tr>" for i, cg in enumerate(graphs))
+        f"<td class=num>{human_bytes(eager_peak(cg))}</td></tr>" for i, cg in enumerate(graphs))
     return ("<table><thead><tr><th>graph</th><th>nodes before fusion</th><th>kernels</th><th>extern calls</th>"
             "<th>kernel bytes</th><th>planned peak</th><th>eager peak</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>")

@@ -38,7 +38,9 @@ from ...logs import plural
 from ...runtime.cpp_builder import PRELUDE
 from ...scheduler import FusedGroup
 from .fusion_graph import render_fusion_graph
+from .memory import eager_peak
 from .report import write_report
+from .sizes import describe_sizes
 
 _HEADER = '''\
 """{title}
@@ -185,7 +187,7 @@ def memory_plan_json(cg) -> dict:
     return {
         "graph": cg.graph.name,
         "peak_bytes": plan.peak_bytes,
-        "eager_peak_bytes": cg.eager_peak,
+        "eager_peak_bytes": eager_peak(cg),
         "steps": [{"index": k, "label": s.label, "allocs": list(s.allocs), "reads": sorted(s.reads),
                    "defines": sorted(s.defines), "frees": plan.frees.get(k, []),
                    "live_bytes": plan.timeline[k]} for k, s in enumerate(plan.steps)],
@@ -235,12 +237,12 @@ def write_trace(compiled_graph, folder, fx_graph_module=None, timings=None) -> P
         "schedule.txt": schedule_text(cg),
         "fusion_decisions.json": json.dumps({"graph": cg.graph.name, "decisions": [
             dataclasses.asdict(d) for d in cg.scheduler.decisions]}, indent=1) + "\n",
-        "memory_plan.txt": f"{cg.graph.name}: eager estimate peak {cg.eager_peak} bytes\n{cg.plan}\n",
+        "memory_plan.txt": f"{cg.graph.name}: eager estimate peak {eager_peak(cg)} bytes\n{cg.plan}\n",
         "memory_plan.json": json.dumps(memory_plan_json(cg), indent=1) + "\n",
         "output_code.py": cg.wrapper_source,
     }
     if cg.graph.sizevars.symbolic:
-        files["symbols.txt"] = "\n".join(cg.graph.sizevars.describe()) + "\n"
+        files["symbols.txt"] = "\n".join(describe_sizes(cg.graph.sizevars)) + "\n"
     languages = {k.language for k in cg.kernels.values()}
     if "cpp" in languages or not languages:
         files["kernels.cpp"] = kernels_cpp(cg)

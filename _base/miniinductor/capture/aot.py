@@ -1,0 +1,202 @@
+"""Capture: Dynamo's FX graph → AOTAutograd → ATen forward (and backward) graphs.
+
+Mirrors the capture half of `compile_fx` in `torch/_inductor/compile_fx.py` (whose other
+half, the backend entry point, is our compile_fx.py's `compile_fx`). `aot_module_simplified` traces
+the Dynamo graph through the ATen dispatcher with our decomposition table, functionalizes
+it (no in-place ops or aliasing left inside), and -- when gradients are needed -- splits it
+into a forward and a backward graph -- with Inductor's partitioner, which saves for the
+backward only what is cheaper to keep than to recompute (a min cut: pointwise values are
+recomputed from fewer saved tensors); we then label each saved activation with the forward
+buffer whose memory it is (`partition`), for the backward's memory plan. Each is handed to `compile_fx_inner` (our compiler
+proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
+symbolic sizes is traced as it is, in Dynamo's ShapeEnv, and compiled generic in its sizes
+(ir/sizevars.py); where that raises `SymbolicUnsupported` (an op we cannot lower with
+symbolic sizes yet), the whole Dynamo graph is compiled once per concrete shape instead
+(specialize.py), and a backward graph that fails alone (AOTAutograd compiles it lazily, after
+the forward already runs) is re-traced and compiled per shape (`specialize.PerShape`).
+Compiled autograd's backward graph, which takes its tensors boxed in one list, is first
+flattened (Dynamo's `flatten_graph_inputs`, as in Inductor).
+
+Like Inductor, we call AOTAutograd through Dynamo's `aot_autograd` backend helper, not
+`aot_module_simplified` directly: the helper counts the call, and DDP's graph splitting
+(Dynamo's DDPOptimizer, torch/_dynamo/backends/distributed.py) reads that count. While it
+compiles a piece, DDPOptimizer sets TracingContext.fakify_first_call, which makes
+AOTAutograd's compiled function answer its *first* call with fake outputs; when the count
+shows that AOTAutograd ran, DDPOptimizer makes that first call itself, on fake tensors, to
+get the next piece's example inputs (otherwise it runs the uncompiled piece on them).
+Called directly, AOTAutograd armed the fake first call but DDPOptimizer never made it: the
+first real step got fake outputs back and its backward failed.
+
+Input mutations stay in the graph (`keep_inference_input_mutations`, as Inductor asks): a graph
+that writes into its inputs (an optimizer step, `x.add_(1)`; in training, BatchNorm's running
+statistics) ends with `aten.copy_(input, new_value)`, which lowering stores straight into the
+input's memory (`GraphLowering.mutate_input`). Without it AOTAutograd returned the new values
+and copied them back outside our code: one `aten::copy_` per mutated input per call.
+
+Two options act here. `autocast_enabled`: the trace runs under `torch.autocast`, so the
+ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
+compiled code does what eager does under autocast, without autocast being on at run time.
+`freezing`: the inference graph goes through freezing.py before it is compiled.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import operator
+
+import torch
+from torch._dynamo.backends.common import aot_autograd
+from torch._dynamo.utils import GmWrapper, flatten_graph_inputs
+from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+from ..config import Config
+from ..ir.sizevars import SymbolicUnsupported
+from .decompositions import decomposition_table
+from .freezing import compile_frozen, frozen_candidates
+from .joint_graph import partitioner_knows_our_ops, remove_pointless_converts, sum_of_one_hot
+from .specialize import PerShape, Specializer, _compile_id, has_symbolic_inputs
+from .specialize import log as dynamic_log
+
+log = logging.getLogger("miniinductor")
+
+
+def capture(gm, example_inputs, config: Config, compile_fx_inner):
+    """Dynamo's graph → ATen graphs, each handed to `compile_fx_inner(gm, example_inputs,
+    config=, name=, dynamo_gm=)` (the driver passes its own: capture/ does not import it)."""
+    again = functools.partial(capture, config=config, compile_fx_inner=compile_fx_inner)
+    if any(isinstance(x, (list, tuple, dict)) for x in example_inputs):
+        # compiled autograd's backward graph takes its tensors boxed in one list: flatten them
+        # (and unflatten around the graph), as Inductor's compile_fx does
+        return flatten_graph_inputs(gm, example_inputs, again)
+    if has_symbolic_inputs(example_inputs):  # dynamic shapes: one compile for every size ...
+        try:
+            return _capture(gm, example_inputs, config, compile_fx_inner, symbolic=True)
+        except SymbolicUnsupported as exc:   # ... or, where that fails, one per concrete shape
+            _fell_back(f"graph {_compile_id()} is compiled once per shape: {exc}")
+            return Specializer(gm, again)
+    return _capture(gm, example_inputs, config, compile_fx_inner)
+
+
+def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=False):
+    flattened = isinstance(gm, GmWrapper)
+    dynamo_gm = gm.gm if flattened else gm   # Dynamo's graph, for the trace folder
+
+    def compiler(name):
+        compile_ = functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=dynamo_gm)
+        # compile_fx_inner and what it returns are already hidden from Dynamo: this tells
+        # `aot_autograd` not to wrap them again (its wrapper drops our `_boxed_call` flag)
+        if symbolic:   # any failure → SymbolicUnsupported; the backward, compiled lazily, falls back alone
+            compile_ = functools.partial(_symbolic if name != "backward" else _backward_or_per_shape, compile_)
+        compile_._is_wrapped_bw_compiler = True
+        return compile_
+    training = _needs_grad(gm, example_inputs)
+    inference = compiler("inference")
+    if config.freezing and training:
+        _say_once("freezing is for inference: gradients are needed here, so parameters stay inputs")
+    elif config.freezing and flattened:
+        # compiled autograd's backward runs without grad mode, but its parameters change every step
+        _say_once("freezing: compiled autograd's backward graph keeps its parameters as inputs")
+    elif config.freezing:
+        inference = functools.partial(compile_frozen, inner=inference,
+                                      candidates=frozen_candidates(gm, example_inputs))
+        if symbolic:   # a failure in the freezing pass itself falls back per shape too
+            inference = functools.partial(_symbolic, inference)
+        inference._is_wrapped_bw_compiler = True
+    with _autocast(config, example_inputs):
+        return aot_autograd(
+            fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
+            inference_compiler=inference, decompositions=decomposition_table(
+                training=training, online_softmax=_triton_kernels(config, example_inputs)),
+            partition_fn=partition, keep_inference_input_mutations=True,
+        )(gm, example_inputs)
+
+
+def _triton_kernels(config: Config, example_inputs) -> bool:
+    """Will this graph's kernels be Triton (a GPU tensor, or cpu_backend="triton")?"""
+    return config.cpu_backend == "triton" or any(
+        isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
+
+
+def partition(joint_module, joint_inputs, **kwargs):
+    """The joint graph's passes (joint_graph.py), then Inductor's partitioner; then each
+    activation the backward takes is labelled with the forward value whose memory it is (`node.meta["saved_storage"]`: (name, bytes), or None for
+    a view of a forward input, a parameter's transpose), for the memory plan
+    (memory_planning.freeable_inputs): a view is freed only with the last tensor of its storage."""
+    if remove_pointless_converts(joint_module.graph, kwargs["num_fwd_outputs"]) + sum_of_one_hot(joint_module.graph):
+        joint_module.recompile()
+    with partitioner_knows_our_ops():
+        fw_module, bw_module = min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
+    forward = {n.name: n for n in fw_module.graph.nodes}
+    for node in bw_module.graph.find_nodes(op="placeholder"):
+        root = forward.get(node.name)
+        while root is not None and _views_first_arg(root):
+            root = root.args[0]
+        val = root.meta.get("val") if root is not None else None
+        if root is not None and root.op == "placeholder":
+            node.meta["saved_storage"] = None
+        elif isinstance(val, torch.Tensor):
+            node.meta["saved_storage"] = (root.name, val.untyped_storage().nbytes())
+    return fw_module, bw_module
+
+
+def _views_first_arg(node) -> bool:
+    """Is this forward value a view of its first argument (a view op, `_unsafe_view`, or an
+    item of a view op's tuple result: `split`)?"""
+    if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    if node.target is operator.getitem:
+        return _views_first_arg(node.args[0])
+    return getattr(node.target, "is_view", False) or node.target is torch.ops.aten._unsafe_view.default
+
+
+def _autocast(config: Config, example_inputs):
+    """torch.autocast for the inputs' device (the CPU when there are no tensor inputs)."""
+    if not config.autocast_enabled:
+        return contextlib.nullcontext()
+    device = next((x.device.type for x in example_inputs if isinstance(x, torch.Tensor)), "cpu")
+    return torch.autocast(device, dtype=getattr(torch, config.autocast_dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _say_once(message: str):
+    log.warning(message)
+
+
+@functools.lru_cache(maxsize=None)
+def _fell_back(message: str):
+    dynamic_log.info(message)
+
+
+def _symbolic(compile_, gm, example_inputs):
+    """`compile_` on a graph with symbolic sizes: whatever fails in it (lowering names the op;
+    codegen, the C++ build) is a SymbolicUnsupported, so that the graph is compiled per shape
+    rather than not at all (the same failure in a static compile then surfaces as itself)."""
+    try:
+        return compile_(gm, example_inputs)
+    except SymbolicUnsupported:
+        raise
+    except Exception as exc:
+        raise SymbolicUnsupported(f"{type(exc).__name__}: {_first_line(exc)}") from exc
+
+
+def _first_line(exc) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def _backward_or_per_shape(compile_, gm, example_inputs):
+    """The backward graph generic in its sizes, or, where it cannot be (its forward already
+    is, and runs), a per-shape compile of it: re-traced on each new shape's real inputs."""
+    try:
+        return _symbolic(compile_, gm, example_inputs)
+    except SymbolicUnsupported as exc:
+        _fell_back(f"graph {_compile_id()}: its backward is compiled once per shape: {exc}")
+        return PerShape(gm, compile_)
+
+
+def _needs_grad(gm, example_inputs) -> bool:
+    """Will AOTAutograd build a backward graph? (grad mode on and something requires grad)"""
+    if not torch.is_grad_enabled():
+        return False
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)] + list(gm.parameters())
+    return any(t.requires_grad for t in tensors)
