@@ -32,6 +32,7 @@ from miniinductor.compile_fx import compile_graph, last_compiled
 from miniinductor.config import Config
 
 torch.manual_seed(0)
+CORE = Config(extensions=())   # the core path alone (docs/architecture.md)
 
 # A private kernel cache for this tutorial, so that the first build below is always
 # cold (and so that we can list what it contains). The variable is read at every
@@ -50,6 +51,9 @@ os.environ["MINIINDUCTOR_CACHE_DIR"] = cache_root.name
 # `.path` (the wrapper file) and `.call`.
 #
 # Our example is a scaled softmax plus a bias: two reductions and some pointwise work.
+# We compile with the core alone (`CORE`: every extension off), so that the kernels printed
+# are written by the one `CppKernel` class of `codegen/cpp.py`; the default options add the
+# `cpu_fast` extension's loop forms (explicit vectors, tiles: `miniinductor/ext/cpu_fast/`).
 
 # %%
 
@@ -63,7 +67,7 @@ gm = make_fx(softmax_fn, decomposition_table=decomposition_table())(*args)
 print(gm.code.strip())
 
 start = time.perf_counter()
-compiled = compile_graph(gm, args, Config(), name="softmax")
+compiled = compile_graph(gm, args, CORE, name="softmax")
 cold_s = time.perf_counter() - start
 print(f"\ncompile_graph took {cold_s:.2f} s (lowering, scheduling, codegen and a cold C++ build)")
 
@@ -119,7 +123,7 @@ def pragmas(compiled_graph):
 
 small_args = [torch.randn(4, 8), torch.randn(8)]
 small = compile_graph(make_fx(softmax_fn, decomposition_table=decomposition_table())(*small_args),
-                      small_args, Config(), name="softmax_small")
+                      small_args, CORE, name="softmax_small")
 print("4 x 8 input:    ", pragmas(small))
 print("64 x 1024 input:", pragmas(compiled))
 assert not any("parallel" in p for p in pragmas(small))
@@ -134,7 +138,7 @@ torch.testing.assert_close(small(list(small_args))[0], softmax_fn(*small_args)[0
 # the output kernel computes them again rather than reading a stored copy:
 
 # %%
-unfused = compile_graph(gm, args, Config(fusion=False), name="softmax_unfused")
+unfused = compile_graph(gm, args, CORE.replace(fusion=False), name="softmax_unfused")
 print(unfused.scheduler)
 for name, kernel in unfused.kernels.items():
     print(f"  {name} arguments: {kernel.args}")
@@ -180,7 +184,7 @@ def mlp_fn(x, w):
 
 mlp_args = [torch.randn(8, 16), torch.randn(16, 32)]
 mlp = compile_graph(make_fx(mlp_fn, decomposition_table=decomposition_table())(*mlp_args),
-                    mlp_args, Config(), name="mlp")
+                    mlp_args, CORE, name="mlp")
 print(mlp.wrapper_source[mlp.wrapper_source.index("def call"):].strip())
 torch.testing.assert_close(mlp(list(mlp_args))[0], mlp_fn(*mlp_args)[0])
 
@@ -202,7 +206,7 @@ for path in files:
 assert any(str(p).endswith(".so") for p in files) and any(str(p).endswith("_wrapper.py") for p in files)
 
 start = time.perf_counter()
-again = compile_graph(gm, args, Config(), name="softmax")
+again = compile_graph(gm, args, CORE, name="softmax")
 warm_s = time.perf_counter() - start
 print(f"\ncold compile: {cold_s:.3f} s   warm compile (same graph, cache hit): {warm_s:.3f} s")
 assert next(iter(again.kernels.values())).source == next(iter(compiled.kernels.values())).source
