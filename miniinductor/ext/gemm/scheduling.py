@@ -31,7 +31,7 @@ class TemplateSchedulerNode(SchedulerNode):
     """A TemplateBuffer (a GEMM template): reads its operands whole, writes its output at
     the index a pointwise node over the same ranges would, so that pointwise readers can
     fuse into its store as an epilogue (`template_problem`)."""
-    is_template = True
+    is_template = True   # (scheduler/combo.py keeps a group holding one out of combo kernels)
 
     def __init__(self, node: TemplateBuffer):
         BaseSchedulerNode.__init__(self, node)
