@@ -2,10 +2,10 @@
 
 Mirrors `torch/_inductor/config.py`, minus the module of mutable globals: a `Config` is
 built once per `compile()` call and handed down. Each option is an `Option` of `OPTIONS`:
-the core's below, each extension's declared by it (`declare_extension`). `Config.build`
-takes explicit options over top-level flags (`mode`, `freezing=`...) over a preset
-(`PRESETS`) over the defaults, accepts Inductor's spellings (`ALIASES`) and GraphNet-style
-dicts, and rejects unknown names and bad values at once. Where a value comes from, with
+the core's below, each extension's declared by it (`declare_extension`). `Config.build` takes
+explicit options over top-level flags (`mode`, `freezing=`, `autocast_enabled=`...)
+over a named preset (`PRESETS`) over the defaults, accepts Inductor's spellings (`ALIASES`)
+and GraphNet-style dicts, and rejects unknown names and bad values at once. Where a value comes from, with
 examples: docs/design_notes.md.
 """
 from __future__ import annotations

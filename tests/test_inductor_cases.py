@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from conftest import TEST_OPTIONS, check, check_grads, clone_inputs, metrics, randn, requires_miniinductor
+from conftest import TEST_OPTIONS, check, check_grads, clone_inputs, extension_on, metrics, randn, requires_miniinductor
 
 import miniinductor
 
@@ -59,9 +59,15 @@ def test_adaptive_avg_pool_output_size_0(module, shape):
     assert not metrics().fallback_ops, metrics().fallback_ops
 
 
+def lowered_fallbacks() -> list[str]:
+    """The ops that ran in ATen for want of a lowering, but the pooling backwards where the
+    pool_grad extension (which lowers them) is off: ATen runs them then, by design."""
+    return [op for op in metrics().fallback_ops if extension_on("pool_grad") or not ("pool" in op and "backward" in op)]
+
+
 def test_adaptive_avg_pool_empty_batch():
     check_grads(nn.AdaptiveAvgPool2d((2, 3)), randn(0, 3, 5, 7, requires_grad=True))
-    assert not metrics().fallback_ops, metrics().fallback_ops
+    assert not lowered_fallbacks(), metrics().fallback_ops
 
 
 # ----------------------------------------------------------------------------- as_strided
@@ -213,7 +219,7 @@ def test_max_pool2d_dynamic_compiles_once(kernel, stride, padding, ceil_mode):
         check_grads(fn, x.requires_grad_(), compiled=compiled_fn, **EXACT)
     assert metrics().specializations == 0, "compiled once per shape"
     assert metrics().graphs_compiled == 2, "one forward and one backward for every shape"
-    assert not [op for op in metrics().fallback_ops if "pool" in op], metrics().fallback_ops
+    assert not [op for op in lowered_fallbacks() if "pool" in op], metrics().fallback_ops
 
 
 @generic_sizes

@@ -18,7 +18,7 @@ import torch
 from torch._decomp import core_aten_decompositions
 from torch._decomp import decomposition_table as all_decompositions
 
-from ... import compile_fx
+from ... import compile_fx, passes
 from ...capture import aot
 from ...codegen.cpp import CppKernel, CppOverrides
 from ...ir.nodes import ComputedBuffer, ExternKernel
@@ -130,15 +130,13 @@ def sdpa_decomposed():
 
 @contextlib.contextmanager
 def wrong_graph_pass(op: torch._ops.OpOverload, replacement: torch._ops.OpOverload):
-    """A pass over the ATen graph before lowering (where lowering's own FX passes run:
-    compile_fx.lower) that rewrites every `op` node into `replacement`: the buffers match the
-    rewritten graph and the decomposed graph is right, so only the results show it."""
-    real = compile_fx.addmm_activation
-
-    def rewrite(gm, config):
+    """A pass over the ATen graph before lowering (the `aten_graph` stage of passes.py, where
+    the extensions' graph rewrites run) that rewrites every `op` node into `replacement`: the
+    buffers match the rewritten graph and the decomposed graph is right, so only the results
+    show it."""
+    def rewrite(gm, ctx):
         for node in gm.graph.find_nodes(op="call_function", target=op):
             node.target = replacement
         gm.recompile()
-        return real(gm, config)
-    with mock.patch.object(compile_fx, "addmm_activation", rewrite):
+    with passes.registered(passes.Pass("aten_graph", "planted_wrong_rewrite", rewrite)):
         yield
