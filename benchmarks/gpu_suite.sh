@@ -10,8 +10,8 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 # the `miniinductor` backend name comes from the package's entry point: install it (no deps)
 python -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-python -m pytest -q -p no:cacheprovider tests/triton/test_triton.py tests/triton/test_gpu.py tests/test_dynamic.py \
-    tests/ext/freezing/test_freezing.py tests/test_autocast.py tests/test_integers.py "tests/test_common_targets.py" -k "not cpu-triton" 2>&1 | tee "$out/gpu_tests.log" | tail -25
+python -m pytest -q -p no:cacheprovider tests/triton/test_triton.py tests/triton/test_gpu.py tests/core/test_dynamic.py \
+    tests/ext/freezing/test_freezing.py tests/core/test_autocast.py tests/core/test_integers.py "tests/core/test_common_targets.py" -k "not cpu-triton" 2>&1 | tee "$out/gpu_tests.log" | tail -25
 cp docs/benchmarks_gpu.md "$out/" 2>/dev/null   # its hand-written notes are kept
 python benchmarks/bench_gpu.py --out "$out/bench_gpu.json" --markdown "$out/benchmarks_gpu.md" 2>&1 | tee "$out/bench_gpu.log" | tail -30
 python benchmarks/compile_time.py --out "$out/compile_time.json" 2>&1 | tee "$out/compile_time.log" | tail -10

@@ -13,7 +13,7 @@ for 3 SGD steps on the same inputs (real_models.compare_training) and prints the
 relative error of the loss, the logits, every parameter's gradient (||g_c - g_e|| /
 ||g_e||, its norm floored at 1e-3 of the step's largest), the parameters and the buffers
 after training, and the wall time. A model FAILs when a gradient is off by more than
-1e-3, the loss by more than 1e-5 or the logits by more than 1e-4 (tests/test_real_models.py's
+1e-3, the loss by more than 1e-5 or the logits by more than 1e-4 (tests/core/test_real_models.py's
 tolerances). Each model runs in a subprocess of its own (a CUDA error poisons its
 process's context), `--jobs` at a time. `--out PATH` writes every number as JSON, with the
 environment (torch, GPU, TF32 flags), rewritten after each model. By default each step

@@ -16,12 +16,20 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import zlib
+from pathlib import Path
 
 import pytest
 import torch
 import torch._dynamo
 from torch.utils._pytree import tree_flatten, tree_map
+
+# Tests mirror the package (tests/core, tests/triton, tests/ext/<name>, tests/tools); test
+# modules share their cases by module name (`from test_common import CASES`), so the folders
+# holding them are on the path, as tests/ itself is (pytest puts a conftest's folder there).
+for _folder in ("core", "triton", "tools"):
+    sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
 BACKEND = os.environ.get("MINIINDUCTOR_TEST_BACKEND", "miniinductor")
 USING_MINIINDUCTOR = BACKEND == "miniinductor"

@@ -1,6 +1,6 @@
 """Run cases in children forked from one process that has already paid for the imports
 (torch, Dynamo, miniinductor), a few at a time, so a crash ends one case, not the run.
-Used by the runners of tests/test_cli.py, tests/training_patterns_cases.py and
+Used by the runners of tests/tools/test_cli.py, tests/training_patterns_cases.py and
 tests/real_models_cases.py."""
 import json
 import os

@@ -1,5 +1,5 @@
-"""Shared machinery of the OpInfo sweeps (tests/test_opinfo.py: outputs,
-tests/test_opinfo_grad.py: gradients).
+"""Shared machinery of the OpInfo sweeps (tests/core/test_opinfo.py: outputs,
+tests/core/test_opinfo_grad.py: gradients).
 
 Selecting ops from PyTorch's ``op_db`` (minus the exclusions below), running
 their samples round-robin under a time budget (first sample of every op, then

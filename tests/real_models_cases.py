@@ -1,4 +1,4 @@
-"""The runner of tests/test_real_models.py: each real model (miniinductor/tools/real_models/)
+"""The runner of tests/core/test_real_models.py: each real model (miniinductor/tools/real_models/)
 trained compiled vs eager in a process of its own.
 
     python tests/real_models_cases.py OUT_DIR [--steps N] [--workers N] MODEL [MODEL ...]

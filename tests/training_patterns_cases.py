@@ -1,4 +1,4 @@
-"""The cases of tests/test_training_patterns.py, each in a process of its own:
+"""The cases of tests/core/test_training_patterns.py, each in a process of its own:
 
     python tests/training_patterns_cases.py OUT_DIR CASE [CASE ...]
 

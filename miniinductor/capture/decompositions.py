@@ -19,7 +19,7 @@ How it differs from Inductor's table, every difference with its reason:
   - Inductor's own rewrites (`mm`/`bmm`/`addmm` of tiny or vector shapes as pointwise
     arithmetic, `cat` of one tensor, quantized ops, `_to_copy`, `full`, ...): we lower those
     ops as they are or call ATen, so a reader meets them once, in lowering/.
-tests/test_decompositions.py recomputes the differences against the installed torch.
+tests/core/test_decompositions.py recomputes the differences against the installed torch.
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ NOT_DECOMPOSED = [
 #: Inductor removes these from core ATen's table (`decomps_to_exclude` in
 #: torch/_inductor/decomposition.py); we keep them decomposed. None is there for correctness:
 #: Inductor lowers them directly (or keeps them for a pass we do not have), and each
-#: decomposition gives eager's values. tests/test_decompositions.py checks this list
+#: decomposition gives eager's values. tests/core/test_decompositions.py checks this list
 #: against the installed torch, so a new exclusion upstream is read before it is inherited.
 KEPT_THOUGH_INDUCTOR_EXCLUDES = {
     "_unsafe_index": "becomes aten.index, which we lower (Inductor skips its bounds checks instead)",

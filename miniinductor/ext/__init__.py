@@ -8,7 +8,7 @@ registered before the first compile. `options={"extensions": []}` (the `core` pr
 turns them all off; the core path alone compiles every model correctly.
 
 The order of the imports below is the order of their passes within a stage (so the
-import sorter leaves this file alone; tests/test_passes.py checks the order).
+import sorter leaves this file alone; tests/core/test_passes.py checks the order).
 """
 # isort: skip_file
 from . import gemm  # noqa: F401

@@ -1,6 +1,6 @@
 """Triton kernels generic in their sizes (issue 13): one compile serves every size.
 
-The same checks as tests/test_symbolic.py (C++), on `cpu_backend="triton"`: the kernels take
+The same checks as tests/core/test_symbolic.py (C++), on `cpu_backend="triton"`: the kernels take
 the size symbols, `xnumel` and `rnumel` as int arguments, the launcher computes the grid at
 run time, and a reduction over a symbolic length is looped (a persistent one only where the
 ShapeEnv bounds the length). Kernels run on CPU tensors under Triton's interpreter, which

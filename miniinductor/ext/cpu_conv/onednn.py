@@ -31,7 +31,7 @@ Where a matmul is a single row our own reduction kernel computes it (lowering/ma
 row-major input and a weight whose transpose is row-major (`x @ weight.t()`). A backward's
 `g.t() @ x` or `g @ weight` oneDNN would copy first (it wants those layouts), an allocation
 the memory plan does not see: a training step's peak then rose above eager's
-(tests/test_memory.py, once, where the timing chose oneDNN by noise).
+(tests/core/test_memory.py, once, where the timing chose oneDNN by noise).
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ MARGIN = 0.95
 #: smaller problems (M * K * N multiply-adds) stay ATen's untimed: oneDNN's fixed cost a call
 #: is already as long as ATen's whole call there, and at 2**20 the timing was a coin toss: a
 #: two-block GPT-2 test step's 64 x 64 x 256 once went to oneDNN by noise and its peak memory
-#: rose above eager's (tests/test_memory.py)
+#: rose above eager's (tests/core/test_memory.py)
 MIN_MACS = 1 << 21
 ROUNDS = 5
 ROUND_S = 2e-3   # calls per round: enough for ~2 ms

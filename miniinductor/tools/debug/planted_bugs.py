@@ -1,6 +1,6 @@
 """Planted bugs: context managers that break the compiler on purpose, in known places.
 
-Used by `tests/test_accuracy.py` and tutorial 11 to show that `debug_accuracy` finds and
+Used by `tests/tools/test_accuracy.py` and tutorial 11 to show that `debug_accuracy` finds and
 names each kind of bug; never used by the compiler itself. No Inductor twin (its tests
 plant bugs with `torch._inductor.config` knobs made for the purpose, e.g.
 `cpp.inject_relu_bug_TESTING_ONLY`). Each one patches a single function or table entry

@@ -7,7 +7,7 @@ AOTAutograd captures as ``aten._scaled_dot_product_flash_attention_for_cpu`` (a 
 decomposition of it once gave wrong gradients while every zoo model passed). This package
 builds the library classes themselves from configs -- random initialisation, no downloads,
 2 layers, width 32-48, a vocabulary of 96 -- and trains them compiled and eagerly side
-by side (tests/test_real_models.py, benchmarks/real_models_gpu.py).
+by side (tests/core/test_real_models.py, benchmarks/real_models_gpu.py).
 
 ``build(name)`` returns ``(model, inputs, loss_fn)``: the module (float32, every dropout
 probability 0 so that training mode is deterministic), the keyword arguments of one call,

@@ -6,7 +6,7 @@ training steps run in seconds on a CPU. ``ZOO[name]`` is a ``ZooEntry``:
 ``make_model(cfg)``, ``make_inputs(cfg, gen) -> (args, target)`` and
 ``loss_fn(output, target)``; ``compare_training`` trains a compiled copy and an eager
 copy side by side and reports every loss, every parameter's gradient error and an
-eval-mode forward (tests/test_zoo.py, benchmarks/zoo_gpu.py). The architectures, their
+eval-mode forward (tests/core/test_zoo.py, benchmarks/zoo_gpu.py). The architectures, their
 input makers and losses are in models.py; the registry and the comparison are here.
 
     gpt2     decoder-only, learned positions, tied input/output embeddings

@@ -1,1 +1,0 @@
-"""Phase 5: kernels (cpp.py) and the Python wrapper that runs them (wrapper.py)."""

@@ -1,2 +1,0 @@
-"""Phase 4: buffers → an ordered list of kernels (scheduler.py)."""
-from .scheduler import ExternKernelSchedulerNode, FusedGroup, Scheduler, SchedulerNode  # noqa: F401
