@@ -40,7 +40,7 @@ requires_miniinductor = pytest.mark.skipif(
 def run_python(args: list[str], timeout=300, **env_vars) -> subprocess.CompletedProcess:
     """`python *args` in a fresh process that imports this worktree's miniinductor."""
     env = {**os.environ, **env_vars}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")] +
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "core")] +
                                         [p for p in [env.get("PYTHONPATH")] if p])
     return subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
                           timeout=timeout)

@@ -110,7 +110,7 @@ def example_inputs():
 
 def cli_env() -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")] + [p for p in [env.get("PYTHONPATH")] if p])
     return env
 
 

@@ -169,7 +169,8 @@ def _no_input_names():
 @pytest.fixture(scope="module")
 def no_input_runs():
     tests = Path(__file__).resolve().parent
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests.parent / "core"),
+                                                        os.environ.get("PYTHONPATH", "")])}
     script = _NO_INPUT_SCRIPT.format(tests=str(tests))
     procs = {name: subprocess.Popen([sys.executable, "-c", script, name], env=env, text=True,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
