@@ -206,33 +206,36 @@ def simplify_with_ranges(expr, ranges: dict) -> sympy.Expr:
     return expr.func(*args)
 
 
-class _CFloatsOfSizes:
-    """CIndexPrinter's floats of the sizes (sizevars.FLOAT_FUNCTIONS), in double as Python
-    computes them; ToFloat(s0) prints itself (its `_ccode`): `(double)(s0)`."""
+@functools.lru_cache(maxsize=None)
+def _c_float_printer():
+    """SymPy's C99 printer, with the floats of the sizes (sizevars.FLOAT_FUNCTIONS) in double as
+    Python computes them; ToFloat(s0) prints itself (its `_ccode`): `(double)(s0)`. The base
+    class of CIndexPrinter (`_c_printer`)."""
+    from sympy.printing.c import C99CodePrinter
 
-    def _double(self, expr):
-        return f"static_cast<double>({self._print(expr)})"
+    class CFloatPrinter(C99CodePrinter):
+        def _double(self, expr):
+            return f"static_cast<double>({self._print(expr)})"
 
-    def _print(self, expr, **kwargs):   # (torch's IntTrueDiv._ccode is C's integer division)
-        if type(expr).__name__ == "IntTrueDiv":
-            return self._print_FloatTrueDiv(expr)
-        return super()._print(expr, **kwargs)
+        def _print(self, expr, **kwargs):   # (torch's IntTrueDiv._ccode is C's integer division)
+            if type(expr).__name__ == "IntTrueDiv":
+                return self._print_FloatTrueDiv(expr)
+            return super()._print(expr, **kwargs)
 
-    def _print_FloatTrueDiv(self, expr):   # 4 / s0: real division
-        return f"({self._double(expr.args[0])} / {self._double(expr.args[1])})"
+        def _print_FloatTrueDiv(self, expr):   # 4 / s0: real division
+            return f"({self._double(expr.args[0])} / {self._double(expr.args[1])})"
 
-    def _print_OpaqueUnaryFn_sqrt(self, expr):
-        return f"std::sqrt({self._double(expr.args[0])})"
+        def _print_OpaqueUnaryFn_sqrt(self, expr):
+            return f"std::sqrt({self._double(expr.args[0])})"
 
-    def _print_FloatPow(self, expr):
-        return f"std::pow({self._double(expr.args[0])}, {self._double(expr.args[1])})"
+        def _print_FloatPow(self, expr):
+            return f"std::pow({self._double(expr.args[0])}, {self._double(expr.args[1])})"
+    return CFloatPrinter
 
 
 @functools.lru_cache(maxsize=None)
 def _c_printer():
-    from sympy.printing.c import C99CodePrinter
-
-    class CIndexPrinter(_CFloatsOfSizes, C99CodePrinter):
+    class CIndexPrinter(_c_float_printer()):
         """Prints index expressions as C: FloorDiv → `/`, ModularIndexing → `/ %`.
         Index values are non-negative (indirect indices are wrapped first), so C's
         truncating division agrees with floor division."""
