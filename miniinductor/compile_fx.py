@@ -158,7 +158,6 @@ def load_wrapper(source: str, ctx: Context = None):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if ctx is not None:
-        ctx.facts["path"] = str(path)
         module.constants.update(ctx.graph.constants)
     return module, str(path)
 
@@ -173,7 +172,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, config: Config, name
             obj = run_stage(stage, obj, ctx)
     module = run_stage("load", ctx.source, ctx)
     kernels, wrapper = ctx.kernels, ctx.wrapper
-    compiled = CompiledGraph(graph, ctx.scheduler, kernels, ctx.source, ctx.facts["path"], module.call,
+    compiled = CompiledGraph(graph, ctx.scheduler, kernels, ctx.source, module.__file__, module.call,
                              ctx.plan, wrapper=wrapper, passes=ctx.records, context=ctx)
     for kernel in kernels.values():
         kernel.bytes_moved = sum(wrapper.plan_nbytes(n) for n in kernel.args)

@@ -122,6 +122,20 @@ def declare_extension(name: str, doc: str, options: tuple[Option, ...] = (), pre
     ALIASES.update(aliases or {})
 
 
+def _op_names(ops):
+    """fallback_ops as given (an op, its name, or several) → a tuple of names, as str(op)."""
+    if isinstance(ops, (str, torch._ops.OpOverload)):
+        ops = [ops]
+    if isinstance(ops, (list, tuple, set)):
+        return tuple(str(op) if isinstance(op, torch._ops.OpOverload) else op for op in ops)
+    return ops
+
+
+def _dtype_name(dtype):
+    """autocast_dtype given as torch.bfloat16 → "bfloat16"."""
+    return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else dtype
+
+
 declare(
     Option("cpu_backend", str, "cpp", "Code generator for CPU tensors: 'cpp' (C++/OpenMP) or 'triton' (run by "
            "Triton's interpreter).", choices=("cpp", "triton")),
@@ -132,7 +146,7 @@ declare(
     Option("fallback_all", bool, False, "Lower nothing: every op runs as an ATen call (for debugging a wrong "
            "result)."),
     Option("fallback_ops", tuple, (), "ATen ops (as str(op), e.g. 'aten.add.Tensor') that run as ATen calls (for "
-           "confirming a suspicious lowering).", convert=lambda ops: _op_names(ops)),
+           "confirming a suspicious lowering).", convert=_op_names),
     Option("fusion", bool, True, "Fuse nodes into shared kernels (off: one kernel per buffer, for teaching and "
            "debugging)."),
     Option("max_fusion_size", int, 64, "The most nodes one fused kernel may hold.", minimum=1),
@@ -144,7 +158,7 @@ declare(
     Option("autocast_enabled", bool, False, "Compile as if run under torch.autocast on the inputs' device, with "
            "dtype autocast_dtype."),
     Option("autocast_dtype", str, "bfloat16", "The low-precision dtype of autocast_enabled: 'bfloat16' or "
-           "'float16'.", choices=("bfloat16", "float16"), convert=lambda dtype: _dtype_name(dtype)),
+           "'float16'.", choices=("bfloat16", "float16"), convert=_dtype_name),
     Option("extensions", tuple, None, "The extensions (miniinductor/ext/) that run: None, every one; () the core "
            "path alone (python -m miniinductor passes lists them).", optional=True),
 )
@@ -237,20 +251,6 @@ class Config:
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise ValueError(f"unknown miniinductor option {key!r}{hint} Valid options: {', '.join(names + list(ALIASES))}")
         return cls(**options)   # each value converted and checked
-
-
-def _op_names(ops):
-    """fallback_ops as given (an op, its name, or several) → a tuple of names, as str(op)."""
-    if isinstance(ops, (str, torch._ops.OpOverload)):
-        ops = [ops]
-    if isinstance(ops, (list, tuple, set)):
-        return tuple(str(op) if isinstance(op, torch._ops.OpOverload) else op for op in ops)
-    return ops
-
-
-def _dtype_name(dtype):
-    """autocast_dtype given as torch.bfloat16 → "bfloat16"."""
-    return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else dtype
 
 
 def _rebuild(values: dict) -> Config:
