@@ -143,7 +143,7 @@ class TritonKernel(TritonProgram):
     language, loop_kind = "triton", "loop"
 
     def __init__(self, name: str, ranges, reduction_ranges, config=None, removed_buffers=(), tiled=False,
-                 order=None):
+                 order=None, r_order=None):
         super().__init__(name, ranges, reduction_ranges, config, removed_buffers, cse=CSE(line_template="{var} = {expr}"))
         self.tiled = tiled
         self.xnumel, self.rnumel = math.prod(self.ranges), math.prod(self.reduction_ranges)
@@ -163,7 +163,8 @@ class TritonKernel(TritonProgram):
         nontrivial = lambda vs, ns: [(v, n) for v, n in zip(vs, ns) if n != 1]  # noqa: E731
         order = order or range(len(self.ranges))   # xindex walks the ranges in this order (outermost first)
         self._x_dims = nontrivial([self.itervars[k] for k in order], [self.ranges[k] for k in order])
-        self._r_dims = nontrivial(self.reduction_vars, self.reduction_ranges)
+        r_order = r_order or range(len(self.reduction_ranges))   # rindex walks Q in this order
+        self._r_dims = nontrivial([self.reduction_vars[k] for k in r_order], [self.reduction_ranges[k] for k in r_order])
         self._zero = {v: 0 for v, n in self.var_ranges.items() if n == 1}
         self._source = None
 

@@ -34,7 +34,7 @@ def kernel_for_group(group, config=None, removed_buffers=()) -> TritonKernel:
     split = tile_split(group) if not group.Q else None
     if split is not None:
         return TritonKernel(group.kernel_name, group.R[:split], group.R[split:], config, removed_buffers, tiled=True)
-    return TritonKernel(group.kernel_name, group.R, group.Q, config, removed_buffers)
+    return TritonKernel(group.kernel_name, group.R, group.Q, config, removed_buffers, r_order=reduction_order(group))
 
 
 def _coefficients(dep, cvars, sizes) -> list | None:
@@ -59,6 +59,30 @@ def store_order(group) -> list[int] | None:
     # dims of one element first (any place serves them), then by decreasing stride
     order = sorted(range(n), key=lambda d: (int(group.R[d]) != 1, -coeffs[d]))
     return None if order == list(range(n)) else order
+
+
+def reduction_order(group) -> list[int] | None:
+    """The order to walk a reduction group's reduction ranges Q in (outermost first): by the
+    strides of the reads that span them, largest outside, where that makes more of those reads
+    contiguous along the innermost step than Q's own order does (a sum over C, H, W of a
+    channels-last buffer then walks C innermost: without it, each step of the row jumped C
+    floats). Inductor reorders reduction loops the same way (`pick_loop_order` over the
+    reduction variables in `ComputedBuffer.simplify_and_reorder`). None: Q's own order (one dim,
+    symbolic sizes, or argmin/argmax, whose index counts in the logical order)."""
+    n, m = len(group.R), len(group.Q)
+    if m < 2 or not all(map(is_static, group.Q)) or any(
+            getattr(node.node.data, "reduction_type", None) in ("argmax", "argmin") for node in group.nodes):
+        return None
+    cvars, sizes = canonical_vars(n + m), group.R + group.Q
+    rows = [c[n:] for node in group.nodes if len(getattr(node, "outer", ())) + len(getattr(node, "inner", ())) == n + m
+            for c in (_coefficients(dep, cvars, sizes) for dep in node.reads) if c is not None and any(c[n:])]
+    if not rows:
+        return None
+
+    def contiguous(order):   # reads that step one element along the innermost reduction dim
+        return sum(row[order[-1]] == 1 for row in rows)
+    best = max((sorted(range(m), key=lambda d: -row[d]) for row in rows), key=contiguous)
+    return best if contiguous(best) > contiguous(list(range(m))) else None
 
 
 def _strided_inner(group, order) -> bool:

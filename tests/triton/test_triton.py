@@ -205,6 +205,18 @@ def test_channels_last_walks_in_store_order():
     assert not any(k.tiled for k in c.kernels.values()) and "xindex % 16" in c.source(), c.source()
 
 
+
+def test_channels_last_reduction_walks_c_innermost():
+    """A sum over C, H and W of a channels-last tensor walks its row in memory order
+    (`reduction_order`): one merged, contiguous index. An argmax keeps the logical order
+    (its index counts in it), and still returns eager's (first) index."""
+    x = randn(3, 16, 10, 12).to(memory_format=torch.channels_last)
+    c = check(lambda x: x.sigmoid().sum((1, 2, 3)), x)
+    assert "tl.load(in_ptr0 + (1920*i0 + rindex)" in c.source(), c.source()
+    check(lambda x: (x * 2).sum((0, 2, 3)), x)
+    ties = torch.randint(0, 3, (2, 8, 5, 6)).float().to(memory_format=torch.channels_last)
+    check(lambda x: x.argmax(), ties)
+
 def test_pooling_window_gets_two_elements_a_thread():
     """Nine gathered loads (stride 2 along the output's width): XBLOCK 512 and 8 warps
     (triton/policy.py, block_sizes); a plain pointwise kernel keeps 1024 and 4."""
