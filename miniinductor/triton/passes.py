@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 
+import sympy
 import torch
 
 from ..codegen.common import innermost_strides
@@ -26,7 +27,7 @@ from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
 from ..ir.sizevars import is_static
 from ..ops_handler import RecordingHandler
 from ..passes import Pass, register
-from ..virtualized import V
+from ..virtualized import V, ops
 from .policy import reduces_columns, reduction_splits
 from .runtime import kernel_launchers, precompile_all
 
@@ -94,14 +95,33 @@ def split_reductions(graph) -> None:
             _split(graph, buf, split)
 
 
+def _identity(reduction_type, dtype):
+    """What a masked-off element of the last chunk adds to the reduction."""
+    if reduction_type in ("sum", "any"):
+        return 0
+    if reduction_type == "prod":
+        return 1
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    extreme = float("inf") if dtype.is_floating_point else info.max
+    return -extreme if reduction_type == "max" else extreme
+
+
 def _split(graph, buf, split):
+    """A row of `rnumel` in `split` chunks of `ceil(rnumel / split)`; where they do not divide
+    it, the last chunk's elements past the row's end are masked to the reduction's identity."""
     node = buf.data
-    chunk = math.prod(node.reduction_ranges) // split
+    rnumel = math.prod(node.reduction_ranges)
+    chunk = -(-rnumel // split)
     low_precision = node.dtype in (torch.float16, torch.bfloat16) and node.reduction_type in ("sum", "prod")
     partial_dtype = torch.float32 if low_precision else node.dtype
 
     def first(index, rindex):   # index: [s, *x]; rindex: [r within chunk s]
-        return node.inner_fn(index[1:], _unflatten(index[0] * chunk + rindex[0], node.reduction_ranges))
+        flat = index[0] * chunk + rindex[0]
+        body = lambda: node.inner_fn(index[1:], _unflatten(flat, node.reduction_ranges))  # noqa: E731
+        if chunk * split == rnumel:
+            return body()
+        inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(sympy.Integer(rnumel), torch.int64))
+        return ops.masked(inside, body, _identity(node.reduction_type, node.src_dtype))
     partial = StorageBox(Reduction(node.device, partial_dtype, first, [split, *node.ranges], [chunk],
                                    node.reduction_type, node.src_dtype, origins=set(node.origins))).realize()
     graph.buffers.remove(partial)

@@ -101,8 +101,8 @@ def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
     reduction (`outer`) loads XBLOCK neighbouring columns per row: fewer than 32 float32
     (128 bytes) waste most of each memory transaction, as a persistent block of long
     columns must (768 x 2048: blocks 2 columns wide, a fraction of the bandwidth); it is cut into
-    OUTER_CHUNK-row chunks, whose blocks are 32 columns wide. Splits are powers of two that
-    divide `rnumel`."""
+    OUTER_CHUNK-row chunks, whose blocks are 32 columns wide. Splits are powers of two; where one
+    does not divide `rnumel`, the last chunk is masked (passes.py)."""
     if xnumel * rnumel < SPLIT_MIN_NUMEL:
         return 1
     blocks = block_sizes(xnumel, rnumel, rnumel <= PERSISTENT_REDUCTION_MAX, outer)
@@ -116,6 +116,4 @@ def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
         if programs >= SPLIT_MIN_PROGRAMS:
             return 1
         split = min(next_power_of_2(cdiv(SPLIT_TARGET_PROGRAMS, programs)), largest(rnumel // SPLIT_MIN_CHUNK))
-    while split > 1 and rnumel % split:
-        split //= 2
     return max(split, 1)

@@ -486,7 +486,7 @@ def test_reduction_splits_heuristic():
     assert reduction_splits(64, 8192, outer=False) == 1         # softmax rows: 64 programs
     assert reduction_splits(2048, 768, outer=False) == 1        # layer norm rows
     assert reduction_splits(1, 100000, outer=False) == 1        # too little work to pay for a second launch
-    assert reduction_splits(1, 3**12, outer=False) == 1         # no power of two divides the row
+    assert reduction_splits(1, 3**12, outer=False) == 128       # no power of two divides it: a masked last chunk
 
 
 def split_partials(compiled) -> list:
@@ -624,3 +624,14 @@ def test_trace_and_report_of_triton_kernels(tmp_path):
     assert all(f"def {name}(" in kernels_py for name in cg.kernels) and "g++" not in kernels_py
     report = (folder / "report.html").read_text()
     assert all(f"{name}</a> (Triton)</div>" in report for name in cg.kernels) and "(C++)" not in report
+
+
+def test_split_reduction_of_a_row_no_power_of_two_divides(small_splits):
+    """A row of odd length is still split (`split_reductions`): 32 chunks of 32 over 999
+    elements, the last chunk's elements past the row's end masked to the reduction's identity
+    (0 for sum, -inf for max, 1 for prod, False for any), so none of them changes the result."""
+    x = randn(27, 37)
+    for fn in (lambda x: x.sum(), lambda x: (x - 5).amax(), lambda x: (x - 5).amin(), lambda x: (x.abs() * 1e-2 + 1).prod(),
+               lambda x: (x > 3.5).any()):
+        c = check(fn, x, config=Config(cpu_backend="triton"), rtol=1e-5, atol=1e-4)
+        assert [(b.get_size(), b.data.reduction_ranges) for b in split_partials(c)] == [([32], [32])]
