@@ -8,6 +8,7 @@ layout an `as_strided` reads (`read_by_as_strided`), exact as Inductor's
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -19,9 +20,10 @@ aten = torch.ops.aten
 
 
 def channels_last_strides(size) -> list:
-    """[N, C, H, W] → the strides of channels-last memory: [C*H*W, 1, W*C, C]."""
-    n, c, h, w = size
-    return [c * h * w, 1, w * c, c]
+    """[N, C, H, W] → the strides of channels-last memory: [C*H*W, 1, W*C, C] (and so in 1-D, 3-D)."""
+    n, c, *spatial = size
+    inner = [c * math.prod(spatial[k + 1:]) for k in range(len(spatial))]
+    return [c * math.prod(spatial), 1, *inner]
 
 
 def same_strides(layout: Layout, stride) -> bool:

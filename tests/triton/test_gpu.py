@@ -207,10 +207,13 @@ def test_debug_accuracy_on_gpu_clean_and_planted():
     assert abs(report.culprit.vs_eager.max_abs - 1.0) < 1e-5   # the planted +1
 
 
-def test_conv_bn_relu_inference_runs_channels_last_on_gpu():
-    """An eval conv-BN-ReLU on the GPU: the convolution takes a channels-last input (a tiled
+def test_conv_bn_relu_inference_runs_channels_last_on_gpu(monkeypatch):
+    """An eval conv-BN-ReLU on the GPU, where the timing says channels-last pays (forced here:
+    at this size either layout may win): the convolution takes a channels-last input (a tiled
     Triton copy) as Inductor's layout optimisation does; the output keeps eager's NCHW strides.
     cuDNN's float32 convolutions round to TF32 by default, differently per layout: 1e-2."""
+    from miniinductor.ext.layout import channels_last
+    monkeypatch.setattr(channels_last, "channels_last_pays", lambda convs: True)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()).cuda().eval()
     model[1].running_mean.uniform_(-1, 1)
@@ -224,3 +227,21 @@ def test_conv_bn_relu_inference_runs_channels_last_on_gpu():
     assert "(7680, 1, 384, 16)" in cg.wrapper_source, cg.wrapper_source   # the conv's input, NHWC
     assert got.stride() == want.stride()
     torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-2)
+
+
+def test_layout_is_decided_by_timing_the_convolutions():
+    """The GPU layout decision times each convolution of the graph in both layouts (ext/layout/
+    timing.py): the real timings agree with the decision, and a transposed 3-D convolution
+    is one of those timed."""
+    from miniinductor.ext.layout import timing
+    timing._conv_time.cache_clear()
+    model = nn.Sequential(nn.ConvTranspose3d(8, 16, 3, stride=2), nn.ReLU()).cuda().eval()
+    x = torch.randn(2, 8, 6, 10, 10, device="cuda")
+    with torch.no_grad():
+        (cg,) = miniinductor.explain(model, x).graphs
+        torch.testing.assert_close(miniinductor.compile(model)(x), model(x), rtol=1e-2, atol=1e-2)
+    (nchw, channels_last) = [timing._conv_time((2, 8, 6, 10, 10), (8, 16, 3, 3, 3), True,
+                                               ((2, 2, 2), (0, 0, 0), (1, 1, 1), True, (0, 0, 0), 1),
+                                               torch.float32, channels_last=k) for k in (False, True)]
+    assert timing._conv_time.cache_info().hits >= 2   # the decision had timed exactly these
+    assert cg.graph.layout_opt == (channels_last < nchw)

@@ -21,15 +21,16 @@ NHWC kernel, the transposing BN + ReLU), about as Inductor's (docs/benchmarks_gp
 
 Simplified against Inductor:
   * Decided where it was measured: C++ kernels and GPU graphs (`BackendPolicy.channels_last_conv`;
-    Triton kernels on the CPU keep NCHW) and inference graphs only; Inductor's GPU heuristics
-    (few channels, grouped convolutions) are left out. In a training
+    Triton kernels on the CPU keep NCHW) and inference graphs only. On the GPU the graph's
+    convolutions are timed in both layouts instead of Inductor's rules (timing.py). In a training
     graph the saved activations keep eager's strides for the backward graph (which
     AOTAutograd compiled against them; Inductor reports its real strides back to
     AOTAutograd instead), so each convolution would add a transposing copy, and
     `convolution_backward` stays NCHW. Symbolic sizes keep NCHW too: the copies would be
     gathers there (cpp_loops.py tiles static sizes only), costing what the convolution gains.
   * The input and the weight are copied to channels-last at every call (with freezing, Inductor
-    converts a constant weight once). Non-transposed 4-D floating-point convolutions only. The
+    converts a constant weight once). Floating-point convolutions: 2-D; on the GPU transposed
+    and 3-D ones too. The
     decision is logged (`miniinductor` logger, INFO) and kept in `GraphLowering.layout_opt`.
 """
 from __future__ import annotations
@@ -41,15 +42,21 @@ from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
 from ...ir.sizevars import as_exprs
 from ...lowering.strides import channels_last_strides, require_channels_last
+from .timing import channels_last_pays
 
 log = logging.getLogger("miniinductor")
 aten = torch.ops.aten
 
 
-def _is_2d_conv(node: torch.fx.Node) -> bool:
+def _is_conv(node: torch.fx.Node) -> bool:
+    """A floating-point convolution this pass may run channels-last: 2-D; on the GPU also
+    transposed and 3-D ones (cuDNN runs those channels-last too)."""
     x = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
-    return (node.target is aten.convolution.default and isinstance(x, torch.Tensor) and x.dim() == 4
-            and x.dtype.is_floating_point and not node.args[6])   # args[6]: transposed
+    if node.target is not aten.convolution.default or not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
+        return False
+    if x.device.type == "cuda":
+        return x.dim() in (4, 5)
+    return x.dim() == 4 and not node.args[6]   # args[6]: transposed
 
 
 def _winograd_op():
@@ -61,9 +68,11 @@ def _winograd_op():
 def decide_layout_opt(gm: torch.fx.GraphModule, policy, config, name: str) -> bool:
     """Run this graph's 2-D convolutions channels-last? (Inductor's `decide_layout_opt`.)"""
     winograd = _winograd_op()
-    convs = [n for n in gm.graph.nodes if n.op == "call_function" and (_is_2d_conv(n) or n.target is winograd)]
+    convs = [n for n in gm.graph.nodes if n.op == "call_function" and (_is_conv(n) or n.target is winograd)]
     static = all(isinstance(s, int) for n in convs for s in n.meta["val"].shape)
     decided = bool(convs) and static and config.layout_optimization and policy.channels_last_conv and name == "inference"
+    if decided and convs[0].args[0].meta["val"].device.type == "cuda":
+        decided = channels_last_pays(convs)   # timed (timing.py)
     if decided:
         log.info("layout_opt: %d convolution(s) of %s run channels-last", len(convs), name)
     return decided
@@ -75,12 +84,13 @@ def channels_last_conv(graph, node: torch.fx.Node, args) -> tuple[list, list | N
     NCHW as well (one channel), when ATen returns NCHW: what ATen does is found by running it
     on fake CPU tensors of the traced sizes (as Inductor's `conv_layout`; meta tensors would
     not say: their convolution ignores the layout). None for any other op."""
-    if not (graph.layout_opt and _is_2d_conv(node)):
+    if not (graph.layout_opt and _is_conv(node)):
         return None
     hint = graph.sizevars.size_hint
     with unset_fake_temporarily(), FakeTensorMode():
-        x = torch.empty([hint(n) for n in args[0].get_size()]).contiguous(memory_format=torch.channels_last)
+        size = [hint(n) for n in args[0].get_size()]
+        x = torch.empty(size).contiguous(memory_format=torch.channels_last if len(size) == 4 else torch.channels_last_3d)
         out = node.target(x, torch.empty([hint(n) for n in args[1].get_size()]), None, *args[3:])
-    channels_last = out.is_contiguous(memory_format=torch.channels_last)
+    channels_last = out.is_contiguous(memory_format=torch.channels_last if out.dim() == 4 else torch.channels_last_3d)
     stride = channels_last_strides(as_exprs(node.meta["val"].shape)) if channels_last else None
     return [require_channels_last(args[0]), require_channels_last(args[1]), *args[2:]], stride

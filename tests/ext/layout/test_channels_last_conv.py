@@ -218,3 +218,25 @@ def test_conv_output_strides_as_aten_gives_them(x_shape, w_shape):
     (conv,) = [b for b in cg.graph.buffers if isinstance(b, ExternKernel)]
     expected = F.conv2d(x.contiguous(memory_format=torch.channels_last), w).stride()
     assert all(a == b for a, b, n in zip(conv.layout.stride, expected, conv.layout.size) if n != 1)
+
+
+@pytest.mark.parametrize("faster", ["nchw", "channels_last"])
+def test_gpu_decision_follows_the_timed_convolutions(monkeypatch, faster):
+    """On the GPU the layout is the one whose convolution calls take less time (timing.py):
+    each convolution of the graph is timed in both layouts, with its own sizes and
+    parameters (a transposed 3-D one included). The timer is replaced here (no GPU)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from miniinductor.ext.layout import timing
+    calls = []
+
+    def fake_time(x_shape, w_shape, has_bias, params, dtype, channels_last):
+        calls.append((x_shape, params[3], channels_last))
+        return 1.0 if channels_last == (faster == "channels_last") else 2.0
+    monkeypatch.setattr(timing, "_conv_time", fake_time)
+    conv, up = nn.Conv2d(4, 8, 3), nn.ConvTranspose3d(2, 2, 3)
+    gm = make_fx(lambda x, y: (conv(x), up(y)))(randn(2, 4, 9, 9), randn(1, 2, 4, 4, 4))
+    convs = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+    assert timing.channels_last_pays(convs) == (faster == "channels_last")
+    assert calls == [((2, 4, 9, 9), False, False), ((2, 4, 9, 9), False, True),
+                     ((1, 2, 4, 4, 4), True, False), ((1, 2, 4, 4, 4), True, True)]
