@@ -81,11 +81,11 @@ class InterpreterHandler:
             if bool(negative.any()):
                 raise AssertionError(f"load of {name} at {index}: {digit.args[0]} < 0 where the load happens")
 
-    def store(self, name, index, value):
+    def store(self, name, index, value, mode=None):
         flat = flat_storage(self.memory[name])   # (a constant index or value is a CPU tensor)
         idx, value = torch.broadcast_tensors(self._index(index).to(flat.device),
                                              torch.as_tensor(value).to(flat.device))
-        flat[idx.reshape(-1)] = value.reshape(-1).to(flat.dtype)
+        flat.index_put_((idx.reshape(-1),), value.reshape(-1).to(flat.dtype), accumulate=mode == "atomic_add")
 
     store_reduction = store
 
