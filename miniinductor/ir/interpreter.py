@@ -163,7 +163,10 @@ def evaluate_buffer(buf: ComputedBuffer, memory: dict[str, torch.Tensor]) -> tor
     lay = buf.layout
     out = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=lay.device)
     memory[buf.get_name()] = out
-    ranges, rranges = buf.get_size(), buf.get_reduction_ranges()
+    target = getattr(buf, "target", None)   # ext/scatter's: stores into a copy of `target`, over its source's loops
+    if target is not None:
+        out.copy_(memory[target])
+    ranges, rranges = buf.data.ranges if target is not None else buf.get_size(), buf.get_reduction_ranges()
     symbols, env = _bind(list(ranges) + list(rranges), lay.device)
     handler = InterpreterHandler(memory, env)
     handler.reduce_shape, handler._n_reduction = list(ranges) + list(rranges), len(rranges)

@@ -21,7 +21,6 @@ os.environ.setdefault("TRITON_INTERPRET", "1")   # before triton decorates anyth
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from conftest import extension_on  # noqa: E402
 
 import miniinductor  # noqa: E402
