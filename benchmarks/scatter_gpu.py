@@ -105,10 +105,14 @@ def rows_of(device, s):
     for op in ("scatter_add", "index_add"):
         fn, args = scatter_like(op, device, s)
         yield op, {
-            "eager": lambda fn=fn, args=args: fn(*args),
-            "inductor": (lambda c=torch.compile(fn), args=args: c(*args)) if device.type == "cuda" else None,
-            "ours": lambda c=miniinductor.compile(fn), args=args: c(*args),
+            "eager": _caller(fn, args),
+            "inductor": _caller(torch.compile(fn), args) if device.type == "cuda" else None,
+            "ours": _caller(miniinductor.compile(fn), args),
         }
+
+
+def _caller(fn, args):
+    return lambda: fn(*args)
 
 
 def main():
