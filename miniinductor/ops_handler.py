@@ -63,8 +63,8 @@ class PrintHandler:
     def load(self, name, index):
         return self._emit(f"ops.load({name!r}, {index})")
 
-    def store(self, name, index, value):
-        self.lines.append(f"ops.store({name!r}, {index}, {value})")
+    def store(self, name, index, value, mode=None):   # mode "atomic_add": name[index] += value (ext/scatter)
+        self.lines.append(f"ops.store({name!r}, {index}, {value}{'' if mode is None else f', mode={mode!r}'})")
 
     def reduction(self, dtype, src_dtype, reduction_type, value):
         name = self._emit(f"ops.reduction({reduction_type!r}, {value}, dtype={dtype})")
@@ -133,7 +133,7 @@ class RecordingHandler:
         self.reads.append(MemoryDep(name, index))
         return "tmp"
 
-    def store(self, name, index, value):
+    def store(self, name, index, value, mode=None):
         self.writes.append(MemoryDep(name, index))
 
     store_reduction = store

@@ -46,7 +46,7 @@ EXTRA = [
 ]
 # Pooling is not decomposed: lowering/pooling.py lowers max_pool2d_with_indices, avg_pool2d,
 # _adaptive_avg_pool2d and their backwards directly (PyTorch's decompositions of max pooling
-# gather every window into a tensor, and of its backward scatter_add, which we cannot lower).
+# gather every window into a tensor, and of its backward scatter_add: a gather is cheaper).
 
 #: decompositions we refuse even though core ATen offers them, and why
 NOT_DECOMPOSED = [
@@ -67,11 +67,11 @@ NOT_DECOMPOSED = [
 KEPT_THOUGH_INDUCTOR_EXCLUDES = {
     "_unsafe_index": "becomes aten.index, which we lower (Inductor skips its bounds checks instead)",
     "_unsafe_masked_index": "becomes where(mask, index(...), fill); both lowered",
-    "_unsafe_masked_index_put_accumulate": "becomes index_put(accumulate=True), an ATen call",
+    "_unsafe_masked_index_put_accumulate": "becomes index_put(accumulate=True): ext/scatter's kernels, or ATen",
     "_softmax_backward_data": "pointwise ops and one sum, which fuse (Inductor lowers it whole)",
     "clamp_max": "becomes clamp, one lowering for the three",
     "clamp_min": "becomes clamp, one lowering for the three",
-    "embedding_dense_backward": "index_put with accumulate (Inductor excludes it for XPU only)",
+    "embedding_dense_backward": "index_put with accumulate: ext/scatter (Inductor excludes it for XPU only)",
     "index_add": "index_put with accumulate (Inductor picks per call)",
     "glu": "split + sigmoid + mul, all lowered",
     "select_scatter": "we have no re-inplacing pass that needs it whole",

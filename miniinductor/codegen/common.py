@@ -263,7 +263,7 @@ class ScopeAnalysis(RecordingHandler):
             self.missing.add(name)
         return "tmp"
 
-    def store(self, name, index, value):
+    def store(self, name, index, value, mode=None):
         self.in_scope.add((name, self.kernel.store_key(index)))
 
     def store_reduction(self, name, index, value):

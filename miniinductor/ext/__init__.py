@@ -20,5 +20,6 @@ from . import cpp_wrapper  # noqa: F401
 from . import cudagraphs  # noqa: F401
 from . import freezing  # noqa: F401
 from . import joint_graph  # noqa: F401
+from . import scatter  # noqa: F401  (before cpu_fast: its kernel kind goes first)
 from . import cpu_fast  # noqa: F401
 from . import pool_grad  # noqa: F401

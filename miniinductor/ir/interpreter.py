@@ -81,11 +81,11 @@ class InterpreterHandler:
             if bool(negative.any()):
                 raise AssertionError(f"load of {name} at {index}: {digit.args[0]} < 0 where the load happens")
 
-    def store(self, name, index, value):
+    def store(self, name, index, value, mode=None):
         flat = flat_storage(self.memory[name])   # (a constant index or value is a CPU tensor)
         idx, value = torch.broadcast_tensors(self._index(index).to(flat.device),
                                              torch.as_tensor(value).to(flat.device))
-        flat[idx.reshape(-1)] = value.reshape(-1).to(flat.dtype)
+        flat.index_put_((idx.reshape(-1),), value.reshape(-1).to(flat.dtype), accumulate=mode == "atomic_add")
 
     store_reduction = store
 
@@ -163,7 +163,10 @@ def evaluate_buffer(buf: ComputedBuffer, memory: dict[str, torch.Tensor]) -> tor
     lay = buf.layout
     out = torch.empty_strided(lay.size, lay.stride, dtype=lay.dtype, device=lay.device)
     memory[buf.get_name()] = out
-    ranges, rranges = buf.get_size(), buf.get_reduction_ranges()
+    target = getattr(buf, "target", None)   # ext/scatter's: stores into a copy of `target`, over its source's loops
+    if target is not None:
+        out.copy_(memory[target])
+    ranges, rranges = buf.data.ranges if target is not None else buf.get_size(), buf.get_reduction_ranges()
     symbols, env = _bind(list(ranges) + list(rranges), lay.device)
     handler = InterpreterHandler(memory, env)
     handler.reduce_shape, handler._n_reduction = list(ranges) + list(rranges), len(rranges)
