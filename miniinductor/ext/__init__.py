@@ -22,3 +22,4 @@ from . import freezing  # noqa: F401
 from . import joint_graph  # noqa: F401
 from . import cpu_fast  # noqa: F401
 from . import pool_grad  # noqa: F401
+from . import more_ops  # noqa: F401

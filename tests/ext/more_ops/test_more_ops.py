@@ -1,0 +1,130 @@
+"""ext/more_ops: the ops the core alone runs as ATen calls, decomposed into ops it lowers.
+
+Every op tagged both core and pointwise is lowered or decomposed (enumerated from the
+installed torch); the activations (ReLU6 through hardtanh, ELU, SELU, leaky ReLU), min/max
+along a dim with their indices (ties included), group norm after a convolution in training,
+and 3-d max pooling: each compiled, on the C++ backend and Triton (interpreted on the CPU),
+outputs and gradients against eager, with no fallback left in any graph (the census).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from conftest import check, check_grads, compile_fn, extension_on, requires_miniinductor
+
+from miniinductor.capture.decompositions import decomposition_table
+from miniinductor.compile_fx import collect_compiled
+from miniinductor.lowering.registry import find_lowering
+from miniinductor.tools.debug.census import census
+
+pytestmark = [requires_miniinductor,
+              pytest.mark.skipif(not extension_on("more_ops"), reason="the more_ops extension is off")]
+BACKENDS = ["cpp", pytest.param("triton", marks=pytest.mark.sweep)]
+aten = torch.ops.aten
+#: core and pointwise ops with no sensible kernel: none so far (random ops are not tagged pointwise)
+NOT_LOWERED: set[str] = set()
+
+
+def core_pointwise_overloads():
+    for name in dir(aten):
+        packet = getattr(aten, name)
+        if not isinstance(packet, torch._ops.OpOverloadPacket):
+            continue
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if torch.Tag.core in op.tags and torch.Tag.pointwise in op.tags and overload != "out":
+                yield op
+
+
+def test_every_core_pointwise_op_is_lowered_or_decomposed():
+    table = decomposition_table(True, "cpp", None)
+    ops = list(core_pointwise_overloads())
+    assert len(ops) > 50   # the enumeration found the tagged ops
+    missing = [str(op) for op in ops if find_lowering(op) is None and op not in table and str(op) not in NOT_LOWERED]
+    assert missing == []
+
+
+def compiled_without_fallbacks(fn, backend):
+    """fn compiled; `.graphs` holds every graph it compiles, for `no_fallbacks`."""
+    graphs = []
+
+    def call(*args):
+        with collect_compiled() as found:
+            out = compiled(*args)
+        graphs.extend(found)
+        return out
+    compiled = compile_fn(fn, cpu_backend=backend)
+    call.graphs = graphs
+    return call
+
+
+def no_fallbacks(compiled):
+    assert compiled.graphs and census(compiled.graphs) == {}
+
+
+def activations(x):
+    return (F.relu6(x), F.hardtanh(x, -0.5, 0.25), F.elu(x), F.elu(x, alpha=0.3), F.selu(x),
+            F.celu(x, alpha=2.0), F.leaky_relu(x), F.leaky_relu(x, 0.2))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_activations_forward_and_gradients(backend):
+    # values across both sides of every kink (ReLU6's 6 included); pointwise, so eager's
+    # float32 tolerances (conftest's defaults) hold: expm1 is libm's or libdevice's
+    x = (torch.randn(4, 33) * 4).requires_grad_()
+    compiled = compiled_without_fallbacks(activations, backend)
+    check_grads(lambda x: activations(x), x, compiled=compiled)
+    no_fallbacks(compiled)
+
+
+def min_max(x):
+    v, i = x.max(1)
+    w, j = x.min(-1, keepdim=True)
+    return v, i, w, j, torch.max(x, 0).values
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_min_max_dim_values_indices_and_ties(backend):
+    # few distinct values: most rows hold their extreme twice or more, and the index must be
+    # the first, as eager's; exact (a selection, no arithmetic)
+    ties = torch.randint(1, 4, (5, 7, 6)).float()
+    compiled = compiled_without_fallbacks(min_max, backend)
+    check(min_max, ties, compiled=compiled)
+    x = torch.randn(5, 7, 6, requires_grad=True)
+    check_grads(lambda x: min_max(x)[0].sum() + min_max(x)[2].sum() * 2, x,
+                compiled=compiled_without_fallbacks(lambda x: min_max(x)[0].sum() + min_max(x)[2].sum() * 2, backend))
+    no_fallbacks(compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_group_norm_after_a_convolution_trains_like_eager(backend):
+    torch.manual_seed(torch.initial_seed() % 1000)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.GroupNorm(4, 8), nn.ReLU6(), nn.Conv2d(8, 4, 3))
+    x = torch.randn(2, 3, 10, 10, requires_grad=True)
+    compiled = compiled_without_fallbacks(model, backend)
+    # the group statistics are sums over 2 x 64 values, in another order than eager's: float32
+    # sums of that length agree to about 1e-6 relative; the gradients (sums over the batch and
+    # the image) to a few 1e-6 of their largest value
+    check_grads(lambda x: model(x).square().sum(), x, compiled=lambda x: compiled(x).square().sum(),
+                rtol=1e-4, atol=1e-4)
+    no_fallbacks(compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_pool3d_with_indices(backend):
+    x = torch.randn(2, 3, 6, 7, 8)
+
+    def fn(x):
+        return F.max_pool3d(x, 3, stride=2, padding=1, return_indices=True)
+    compiled = compiled_without_fallbacks(fn, backend)
+    check(fn, x, compiled=compiled)   # exact: a selection
+    no_fallbacks(compiled)
+
+
+def test_with_the_extension_off_the_ops_run_as_aten_calls():
+    compiled = compile_fn(activations, extensions=[])
+    with collect_compiled() as graphs:
+        compiled(torch.randn(8))
+    assert {"aten.hardtanh.default", "aten.elu.default", "aten.leaky_relu.default"} <= set(census(graphs))
