@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import sys
 
 import torch
 
@@ -136,12 +137,12 @@ def main(args: argparse.Namespace) -> int:
         print_compare()
         return 0
     if args.model is None:
-        print("miniinductor fallbacks: error: give a MODEL or --compare-inductor")
+        print("miniinductor fallbacks: error: give a MODEL or --compare-inductor", file=sys.stderr)
         return 2
     try:
         graphs = run_census(args.model, args.train, args.device)
     except KeyError as exc:
-        print(f"miniinductor fallbacks: error: {exc.args[0]}")
+        print(f"miniinductor fallbacks: error: {exc.args[0]}", file=sys.stderr)
         return 2
     print_census(args.model, graphs, args.train)
     return 0
