@@ -429,11 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     lines_parser.set_defaults(handler=linecount.main)
 
-    census_parser = sub.add_parser("fallbacks", help="the ops a model runs as ATen calls, and why; "
-                                   "or --compare-inductor", description=fallbacks.__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    fallbacks.add_arguments(census_parser)
-    census_parser.set_defaults(handler=fallbacks.main)
+    fallbacks.add_arguments(sub.add_parser("fallbacks", help="the ops a model runs as ATen calls, and why",
+                                           description=fallbacks.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
     exercise_parser = sub.add_parser("exercise", help="graded exercises: list | run N [--solution] | check-all",
                                      description=exercises.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -130,6 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--compare-inductor", action="store_true",
                         help="compare our lowering and decomposition tables with Inductor's")
+    parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
