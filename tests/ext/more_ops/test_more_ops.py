@@ -128,3 +128,35 @@ def test_with_the_extension_off_the_ops_run_as_aten_calls():
     with collect_compiled() as graphs:
         compiled(torch.randn(8))
     assert {"aten.hardtanh.default", "aten.elu.default", "aten.leaky_relu.default"} <= set(census(graphs))
+
+
+def more_pointwise(a, b):
+    return (torch.fmax(a, b), torch.fmin(a, b), torch.round(a * 10, decimals=2),
+            torch.round(a * 1000, decimals=-2), a.flip(0, -1) * 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fmax_fmin_round_decimals_flip(backend):
+    a, b = torch.randn(6, 9), torch.randn(6, 9)
+    a[0, :3], b[0, 1:4] = float("nan"), float("nan")   # NaN in one, the other, both
+    compiled = compiled_without_fallbacks(more_pointwise, backend)
+    check(more_pointwise, a, b, compiled=compiled)   # the same float32 operations as eager's kernels
+    no_fallbacks(compiled)
+    x = torch.randn(3, 4, 5, requires_grad=True)
+    check_grads(lambda x: x.flip(1) * x, x, compiled=compile_fn(lambda x: x.flip(1) * x, cpu_backend=backend))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_erfinv_as_aten_computes_it(backend, dtype):
+    # ATen's rational guess and two Newton steps, the same formula in the same precision; the
+    # steps' erf and exp are libm's / libdevice's, not eager's. erfinv's condition number
+    # |y erfinv'(y) / erfinv(y)| is below 100 for |y| <= 0.999, so an ulp of difference in
+    # the steps gives some 1e-5 relative in float32; float64 keeps the same margin of its ulp
+    y = (torch.rand(500, dtype=dtype) * 1.998 - 0.999)
+    edges = torch.tensor([1.0, -1.0, 1.5, -2.0, 0.0], dtype=dtype)   # +-inf, NaN past 1, 0
+    fn = torch.erfinv
+    compiled = compiled_without_fallbacks(fn, backend)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-14)
+    check(fn, torch.cat([y, edges]), compiled=compiled, **tol)
+    no_fallbacks(compiled)
