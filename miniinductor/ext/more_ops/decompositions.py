@@ -25,6 +25,7 @@ FROM_TORCH = [
     aten.native_group_norm_backward,   # per-channel and per-group sums, then pointwise
     aten.max_pool3d_with_indices,  # the windows unfolded, then a max and its index
     aten.repeat,                  # an expand and a copy of the view
+    aten.ldexp,                   # x * 2**e
 ]
 
 
@@ -84,11 +85,19 @@ def erfinv(y):
     return x.to(dtype)
 
 
+def rrelu_eval(x, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    """RReLU out of training: leaky ReLU with the mean slope, the noise left as it was
+    (training draws random slopes: an ATen call, NotImplemented here)."""
+    if training:
+        return NotImplemented
+    return torch.where(x >= 0, x, x * ((lower + upper) / 2)), noise.clone()
+
+
 def table() -> dict:
     """{op: decomposition}: what this extension adds to the decomposition table."""
     found = get_decompositions(FROM_TORCH)
     found[aten.max.dim] = _min_max(aten.amax.default, aten.argmax.default)
     found[aten.min.dim] = _min_max(aten.amin.default, aten.argmin.default)
     found.update({aten.fmax.default: fmax, aten.fmin.default: fmin, aten.round.decimals: round_decimals,
-                  aten.erfinv.default: erfinv})
+                  aten.erfinv.default: erfinv, aten.rrelu_with_noise_functional.default: rrelu_eval})
     return found

@@ -160,3 +160,14 @@ def test_erfinv_as_aten_computes_it(backend, dtype):
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-12, atol=1e-14)
     check(fn, torch.cat([y, edges]), compiled=compiled, **tol)
     no_fallbacks(compiled)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rrelu_in_eval_and_ldexp(backend):
+    x, e = torch.randn(4, 9), torch.randint(-3, 4, (4, 9))
+
+    def fn(x, e):   # rrelu out of training: the mean slope; ldexp: x * 2**e, exact in float32
+        return F.rrelu(x, training=False), torch.ldexp(x, e)
+    compiled = compiled_without_fallbacks(fn, backend)
+    check(fn, x, e, compiled=compiled)
+    no_fallbacks(compiled)
