@@ -4,9 +4,8 @@ Most ops here are decompositions into ops the core lowers (decompositions.py), t
 the table through `capture/decompositions.EXTRA_DECOMPOSITIONS` while this extension is on:
 the activations tagged core and pointwise (hardtanh -- ReLU6 --, ELU and SELU, leaky ReLU),
 fmax/fmin, round with decimals, ldexp, RReLU out of training, erfinv (ATen's own formula),
-min/max along a dim with their
-indices, group norm forward and backward, 3-d max pooling and repeat; `flip` is a lowering
-(lowering.py). With it off they run as ATen calls (correct, slower).
+min/max along a dim with their indices, group norm forward and backward, 3-d max pooling and
+repeat; `flip` is a lowering (lowering.py). With it off they run as ATen calls (correct, slower).
 """
 from ...capture.decompositions import EXTRA_DECOMPOSITIONS
 from ...config import declare_extension
