@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from torch._decomp import get_decompositions
 
+from . import pooling
+
 aten = torch.ops.aten
 
 #: torch._decomp's decompositions taken as they are: each becomes ops the core lowers
@@ -26,6 +28,7 @@ FROM_TORCH = [
     aten.max_pool3d_with_indices,  # the windows unfolded, then a max and its index
     aten.repeat,                  # an expand and a copy of the view
     aten.ldexp,                   # x * 2**e
+    aten.adaptive_max_pool2d,     # global or evenly divided windows: amax/argmax or max pooling
 ]
 
 
@@ -99,5 +102,6 @@ def table() -> dict:
     found[aten.max.dim] = _min_max(aten.amax.default, aten.argmax.default)
     found[aten.min.dim] = _min_max(aten.amin.default, aten.argmin.default)
     found.update({aten.fmax.default: fmax, aten.fmin.default: fmin, aten.round.decimals: round_decimals,
-                  aten.erfinv.default: erfinv, aten.rrelu_with_noise_functional.default: rrelu_eval})
+                  aten.erfinv.default: erfinv, aten.rrelu_with_noise_functional.default: rrelu_eval,
+                  aten.avg_pool3d.default: pooling.avg_pool3d, aten._adaptive_avg_pool3d.default: pooling.adaptive_avg_pool3d})
     return found

@@ -171,3 +171,34 @@ def test_rrelu_in_eval_and_ldexp(backend):
     compiled = compiled_without_fallbacks(fn, backend)
     check(fn, x, e, compiled=compiled)
     no_fallbacks(compiled)
+
+
+def pools(x):
+    return (F.avg_pool3d(x, 3, 2, 1), F.avg_pool3d(x, 2), F.avg_pool3d(x, (2, 3, 2), (1, 2, 2), divisor_override=5),
+            F.adaptive_avg_pool3d(x, (3, 7, 4)), F.adaptive_avg_pool3d(x, 1),
+            *F.adaptive_max_pool2d(x[:, 0], (7, 2), return_indices=True),
+            *F.adaptive_max_pool2d(x[:, 1], 1, return_indices=True))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_3d_average_and_adaptive_pooling(backend):
+    # sums of at most 27 window values in another order than eager's kernel (float32: a few
+    # ulps of the window's sum); the max pools are selections, exact
+    x = torch.randn(2, 3, 6, 7, 8, requires_grad=True)
+    compiled = compiled_without_fallbacks(pools, backend)
+    with torch.no_grad():
+        check(pools, x.detach(), compiled=compiled, rtol=1e-5, atol=1e-6)
+    no_fallbacks(compiled)
+    # training: the backwards (avg_pool3d_backward, adaptive_max_pool2d_backward) are ATen calls
+    loss = lambda x: sum(p.float().sum() * (k + 1) for k, p in enumerate(pools(x)) if p.is_floating_point())  # noqa: E731
+    check_grads(loss, x, compiled=compile_fn(loss, cpu_backend=backend), rtol=1e-5, atol=1e-5)
+
+
+def test_avg_pool3d_it_cannot_express_runs_as_an_aten_call():
+    x = torch.randn(1, 2, 5, 5, 5)
+
+    def fn(x):   # padding left out of the count
+        return F.avg_pool3d(x, 3, 2, 1, count_include_pad=False)
+    with collect_compiled() as graphs:
+        check(fn, x, compiled=compile_fn(fn))
+    assert list(census(graphs)) == ["aten.avg_pool3d.default"]
