@@ -23,3 +23,4 @@ from . import joint_graph  # noqa: F401
 from . import scatter  # noqa: F401  (before cpu_fast: its kernel kind goes first)
 from . import cpu_fast  # noqa: F401
 from . import pool_grad  # noqa: F401
+from . import more_ops  # noqa: F401

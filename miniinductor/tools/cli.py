@@ -10,6 +10,8 @@ Commands:
            write the trace folder and the HTML report.
   passes   every pass in order, its stage and extension, and whether it runs under
            the given options (``--options '{"extensions": []}'``, ``--preset core``).
+  fallbacks  the census of a model's ATen calls (fallbacks and externs by design, forward
+           and backward); ``--compare-inductor``: our lowering and decomposition tables vs Inductor's.
   lines    line counts: the core path against its budget, the Triton backend, each
            extension, the tools; the largest file and the longest function.
   accuracy the same targets through ``miniinductor.debug_accuracy``: forward and backward,
@@ -38,7 +40,7 @@ import miniinductor
 from miniinductor import passes
 from miniinductor.codegen.policy import policy_for
 from miniinductor.config import EXTENSIONS, Config
-from miniinductor.tools import demo, exercises, linecount, tour
+from miniinductor.tools import demo, exercises, fallbacks, linecount, tour
 from miniinductor.tools.debug.compare import compare, max_abs_error
 from miniinductor.tools.debug.explain import decision_lines, kernel_lines
 from miniinductor.tools.models import MLP, GPT2Block
@@ -426,6 +428,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "each extension, the tools", description=linecount.__doc__,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     lines_parser.set_defaults(handler=linecount.main)
+
+    fallbacks.add_arguments(sub.add_parser("fallbacks", help="the ops a model runs as ATen calls, and why",
+                                           description=fallbacks.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
 
     exercise_parser = sub.add_parser("exercise", help="graded exercises: list | run N [--solution] | check-all",
                                      description=exercises.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

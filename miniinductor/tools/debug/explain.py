@@ -20,6 +20,7 @@ from ...codegen.common import GeneratedKernel
 from ...compile_fx import CompiledGraph, collect_compiled
 from ...compile_fx import compile as mi_compile
 from ...logs import plural
+from .census import census
 from .fusion_graph import build_fusion_graph, human_bytes
 from .memory import eager_peak
 from .report import render_report, write_report
@@ -36,6 +37,18 @@ class ExplainResult:
     def kernels(self) -> list[GeneratedKernel]:
         """Every graph's kernels, in order (each knows its graph, buffers, origins, source, bytes)."""
         return [k for cg in self.graphs for k in cg.kernels.values()]
+
+    @property
+    def fallbacks(self):
+        """{op: CensusEntry (count, reasons, graphs)}: the ATen calls made because the op had no
+        lowering or its lowering declined, merged over every graph (census.py; per graph:
+        `census([cg])`)."""
+        return census(self.graphs)
+
+    @property
+    def externs(self):
+        """{op: CensusEntry}: the ATen calls that are the plan (convolutions, GEMMs, SDPA, rand...)."""
+        return census(self.graphs, externs=True)
 
     @property
     def decisions(self):
