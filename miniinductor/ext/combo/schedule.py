@@ -75,6 +75,8 @@ def combinable(group, policy: BackendPolicy) -> str | None:
         return "a reduction"
     if any(getattr(n, "is_template", False) for n in group.nodes):
         return "a GEMM template (its kernel is a tile loop of its own)"
+    if any(getattr(n, "is_scan", False) for n in group.nodes):
+        return "a scan (ext/scan: a kernel of its own kind)"
     if not all(map(is_static, group.R)):
         return "symbolic sizes (a combo's program ranges are fixed at compile time)"
     if math.prod(group.R) >= COMBO_MAX_NUMEL:
