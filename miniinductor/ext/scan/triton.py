@@ -109,5 +109,6 @@ class ScanTritonKernel(TritonKernel):
         self.block.prefix.writeline(f"{carry} = tl.full([XBLOCK, 1], {init}, {ttype})")
         out = self._gen(f"{combine}({carry}, {scanned})", scanned.dtype, "xr")
         zero = "0" if scanned.dtype in (torch.int64, torch.int32) else "0.0"
-        self.compute.writeline(f"{carry} = tl.sum(tl.where(rbase == RBLOCK - 1, {out}, {zero}), 1)[:, None]")
+        self.helpers.add("_sum_combine")   # (tl.reduce: tl.sum is a @triton.jit function, helpers.py says why not)
+        self.compute.writeline(f"{carry} = tl.reduce(tl.where(rbase == RBLOCK - 1, {out}, {zero}), 1, _sum_combine)[:, None]")
         return out
