@@ -60,13 +60,19 @@ def split_ranges(scan):
 class ScanCppKernel(CppKernel):
     def __init__(self, name, scan, config):
         super().__init__(name, *split_ranges(scan), config)
+        self.scan_blocks = []   # (the reductions' blocks before it keep their pragmas)
 
     def node_indices(self, node):
+        if not getattr(node, "is_scan", False):   # a reduction of the rows before the scan
+            return super().node_indices(node)
         return scan_index(node.scan, self.itervars, self.reduction_vars[0]), []
 
     def codegen_node(self, node):
+        if not getattr(node, "is_scan", False):
+            return super().codegen_node(node)
         scan = node.scan
         self._open_block("loop")
+        self.scan_blocks.append(self.block)
         acc = self._next_accumulator()
         self._declare(self.block, COMPUTE_TYPE[scan.dtype], acc, cpp_constant(SCAN_TYPES[scan.scan_type][0], scan.dtype))
         index, _ = self.node_indices(node)
@@ -77,4 +83,6 @@ class ScanCppKernel(CppKernel):
         self.block.written.add(node.get_name())
 
     def _inner_pragmas(self, block, k) -> list[str]:
-        return []   # each step reads the step before: neither `omp simd` nor threads
+        if block in self.scan_blocks or not self.ranges:
+            return []   # each step reads the step before: neither `omp simd` nor threads
+        return super()._inner_pragmas(block, k)

@@ -77,12 +77,16 @@ class ScanTritonKernel(TritonKernel):
         super().__init__(name, *split_ranges(scan), config)
 
     def node_indices(self, node):
+        if not getattr(node, "is_scan", False):   # a reduction of the rows before the scan
+            return super().node_indices(node)
         return scan_index(node.scan, self.itervars, self.reduction_vars[0]), []
 
     def block_sizes(self) -> dict:
         return scan_block_sizes(self._hint(self.rnumel, upper=self.persistent), self._hint(self.xnumel), self.persistent)
 
     def codegen_node(self, node):
+        if not getattr(node, "is_scan", False):
+            return super().codegen_node(node)
         scan = node.scan
         self._open_block("loop")
         index, _ = self.node_indices(node)

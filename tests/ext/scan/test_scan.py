@@ -58,12 +58,22 @@ def _input(shape, scan):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_cumsum_of_softmax_is_one_scan_kernel(backend):
-    """The issue's case: the softmax's rows are summed in a scan kernel of ours."""
+    """The issue's case: the softmax's max and sum and the scan of its output share one kernel
+    (scan_fusion), which reads each row once."""
     x = torch.randn(16, 300)
     sources, graphs = compile_and_check(lambda x: torch.cumsum(x.softmax(-1), -1), x, backend=backend,
                                         **float_tol(300, 1.0))
     names = [k for g in graphs for k in g.kernels]
-    assert sum("cumsum" in k for k in names) == 1, names
+    assert len(names) == 1 and "cumsum" in names[0], names
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("shape,dim", [((6, 300), 0), ((3, 5000), 1)])
+def test_softmax_scans_that_cannot_share_its_kernel(backend, shape, dim):
+    """Along the first dim, or rows longer than one block: the scan is a kernel of its own."""
+    x = torch.randn(shape)
+    n = shape[dim]
+    compile_and_check(lambda x: torch.cumsum(x.softmax(dim), dim), x, backend=backend, **float_tol(n, 1.0))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
