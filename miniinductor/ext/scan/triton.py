@@ -47,6 +47,8 @@ from .ir import SCAN_TYPES
 SCAN_BLOCK_NUMEL = 4096
 #: RBLOCK of a looped scan (rows longer than one block)
 LOOPED_RBLOCK = 1024
+#: the most warps a scan program gets
+MAX_WARPS = 4
 
 HELPERS["_logsumexp_combine"] = '''
 @triton.jit
@@ -64,12 +66,14 @@ COMBINE_FN = {"sum": "_sum_combine", "prod": "_prod_combine", "logsumexp": "_log
 
 def scan_block_sizes(rnumel: int, xnumel: int, persistent: bool) -> dict:
     """A persistent scan: RBLOCK covers the row, XBLOCK rows fill SCAN_BLOCK_NUMEL, a warp per
-    256 elements (at most 16); a looped one: one row a program, LOOPED_RBLOCK at a time."""
+    256 elements, at most MAX_WARPS; a looped one: one row a program, LOOPED_RBLOCK at a time.
+    (H200, rows of 4096 with softmax's reductions in the kernel: 16 warps were well below copy
+    bandwidth, 4 and 8 near it: docs/journal/2026-11-28-gpu-scans.md.)"""
     if not persistent:
         return {"XBLOCK": 1, "RBLOCK": LOOPED_RBLOCK, "num_warps": 4}
     rblock = next_power_of_2(max(rnumel, 1))
     xblock = min(next_power_of_2(max(xnumel, 1)), max(1, SCAN_BLOCK_NUMEL // rblock))
-    return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": max(1, min(16, xblock * rblock // 256))}
+    return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": max(1, min(MAX_WARPS, xblock * rblock // 256))}
 
 
 class ScanTritonKernel(TritonKernel):
