@@ -181,3 +181,18 @@ def test_with_the_extension_off_scans_run_as_aten_calls():
         out = miniinductor.compile(lambda x: torch.cumsum(x, 1), extensions=())(x)
     torch.testing.assert_close(out, torch.cumsum(x, 1))
     assert "aten.cumsum" in graphs[0].wrapper_source
+
+
+def test_the_ir_interpreter_evaluates_scans():
+    """ir/interpreter.py (the accuracy debugger's reference) computes a Scan as torch's scan."""
+    from miniinductor.ir.interpreter import graph_outputs, run_graph
+    x = torch.randn(5, 9)
+
+    def fn(x):
+        return torch.cumsum(x * 2, 1), torch.logcumsumexp(x, 0), torch.cumprod(x.flip(1), 1)
+    torch._dynamo.reset()
+    with collect_compiled() as graphs:
+        miniinductor.compile(fn)(x)
+    outputs = graph_outputs(graphs[0].graph, run_graph(graphs[0].graph, [x]))
+    for value, expected in zip(outputs, fn(x)):
+        torch.testing.assert_close(value, expected, **float_tol(9, 10.0))
