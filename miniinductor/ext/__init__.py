@@ -11,6 +11,7 @@ The order of the imports below is the order of their passes within a stage (so t
 import sorter leaves this file alone; tests/core/test_passes.py checks the order).
 """
 # isort: skip_file
+from . import scan  # noqa: F401  (first: its fusion rule and kernel kinds before the others')
 from . import gemm  # noqa: F401
 from . import cpu_conv  # noqa: F401
 from . import layout  # noqa: F401
