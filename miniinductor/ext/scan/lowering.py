@@ -1,4 +1,4 @@
-"""Lowerings of cumsum, cumprod and logcumsumexp to a `Scan` (ir.py), and of flip to a view.
+"""Lowerings of cumsum, cumprod and logcumsumexp to a `Scan` (ir.py).
 
 Mirrors the `cumsum`, `cumprod` and `logcumsumexp` lowerings of `torch/_inductor/lowering.py`
 (which build an `ir.Scan`, falling back where it cannot be made). Dtypes as eager's: cumsum
@@ -6,9 +6,9 @@ and cumprod of integers and bools give int64 (or the `dtype=` asked for); float1
 bfloat16 accumulate in float32 in the kernels and round each output; logcumsumexp takes
 floating inputs only. The output has eager's strides (the input's, for a dense one).
 
-flip is here because autograd writes cumsum's backward as flip(cumsum(flip(grad))): as a
-view (index n - 1 - i), it is inlined into the scan that reads it and into the kernel that
-reads the scan's result, so the backward is one scan kernel.
+Autograd writes cumsum's backward as flip(cumsum(flip(grad))): ext/more_ops lowers flip (a
+read at index n - 1 - i), which is inlined into the scan that reads it and into the kernel
+that reads the scan's result, so the backward is one scan kernel.
 
 Simplified: static sizes only (a symbolic size declines: the op runs as an ATen call); an
 empty tensor or a 0-d one is a copy, not a scan.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import torch
 
-from ...ir.nodes import View
 from ...ir.sizevars import is_static
 from ...lowering.pointwise import make_pointwise
 from ...lowering.registry import aten, register_lowering
@@ -62,13 +61,3 @@ def logcumsumexp(x, dim):
     if not x.get_dtype().is_floating_point:
         raise NotImplementedError(f"logcumsumexp of {x.get_dtype()}")
     return _scan(x, dim, "logsumexp", x.get_dtype())
-
-
-@register_lowering(aten.flip, extension="scan")
-def flip(x, dims):
-    size = x.get_size()
-    flipped = {d % len(size) for d in dims} if size else set()
-
-    def reindex(index):
-        return [size[d] - 1 - i if d in flipped else i for d, i in enumerate(index)]
-    return View(x, size, reindex)
