@@ -4,8 +4,8 @@ lowering.py lowers them to a `Scan` (ir.py, Inductor's `ir.Scan`), stored at onc
 `ScanBuffer` whose scheduler node (`ScanSchedulerNode`, passes.NODE_KINDS) is computed by a
 kernel of its own kind: cpp.py (a loop carrying the running value, the outer dims in
 parallel) or triton.py (`tl.associative_scan` over a block of rows). Pointwise producers
-are inlined into the scan; consumers are not fused into it. It also lowers flip, as a view, so that
-cumsum's backward (flip, cumsum, flip) is one scan kernel. A scan along the last dim may take
+are inlined into the scan (ext/more_ops' flip too, so that cumsum's backward, flip, cumsum,
+flip, is one scan kernel); consumers are not fused into it. A scan along the last dim may take
 into its kernel the reductions of its rows that come before it (`scan_fusion`): softmax's
 max and sum, so that cumsum(softmax(x)) is one kernel reading x once. With the extension off, the ops
 run as ATen calls.
@@ -22,7 +22,7 @@ from .cpp import ScanCppKernel, split_ranges
 from .ir import ScanBuffer, ScanSchedulerNode
 from .triton import ScanTritonKernel
 
-declare_extension("scan", "cumsum, cumprod and logcumsumexp as scan kernels (and flip as a view)")
+declare_extension("scan", "cumsum, cumprod and logcumsumexp as scan kernels")
 
 
 def _scan_node(group):
