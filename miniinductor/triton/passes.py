@@ -21,7 +21,7 @@ import math
 import sympy
 import torch
 
-from ..codegen.common import innermost_strides
+from ..codegen.common import affine_strides, innermost_strides
 from ..ir.indexing import FloorDiv, ModularIndexing, index_vars
 from ..ir.nodes import ComputedBuffer, Reduction, StorageBox
 from ..ir.sizevars import is_static
@@ -30,6 +30,7 @@ from ..passes import Pass, register
 from ..virtualized import V, ops
 from .policy import reduces_columns, reduction_splits
 from .runtime import kernel_launchers, precompile_all
+from .tiling import stride_order
 
 log = logging.getLogger("miniinductor")
 
@@ -95,6 +96,20 @@ def split_reductions(graph) -> None:
             _split(graph, buf, split)
 
 
+def _memory_order(node: Reduction) -> list[int] | None:
+    """The reduction dims in the order that reads memory contiguously (tiling.py's
+    `stride_order` over the loads' strides): a sum of a channels-last buffer is chunked along
+    (H, W, C), not (C, H, W), so each chunk reads one contiguous run. None: their own order."""
+    xs, rs = index_vars("i", node.ranges), index_vars("r", node.reduction_ranges)
+    recorder = RecordingHandler()
+    with V.set_ops_handler(recorder):
+        node.inner_fn(xs, rs)
+    var_ranges = dict(zip(xs + rs, list(node.ranges) + list(node.reduction_ranges)))
+    strides = [affine_strides(dep.index, xs + rs, var_ranges) for dep in recorder.reads]
+    rows = [[s[v] for v in rs] for s in strides if s is not None and any(s[v] for v in rs)]
+    return stride_order(rows, node.reduction_ranges) if all(map(is_static, node.reduction_ranges)) else None
+
+
 def _identity(reduction_type, dtype):
     """What a masked-off element of the last chunk adds to the reduction."""
     if reduction_type in ("sum", "any"):
@@ -115,9 +130,15 @@ def _split(graph, buf, split):
     low_precision = node.dtype in (torch.float16, torch.bfloat16) and node.reduction_type in ("sum", "prod")
     partial_dtype = torch.float32 if low_precision else node.dtype
 
+    order = _memory_order(node) or range(len(node.reduction_ranges))   # the chunks follow memory
+
+    def unflatten(flat):   # the reduction index whose digits, in `order`, spell `flat`
+        digits = dict(zip(order, _unflatten(flat, [node.reduction_ranges[k] for k in order])))
+        return [digits[k] for k in range(len(order))]
+
     def first(index, rindex):   # index: [s, *x]; rindex: [r within chunk s]
         flat = index[0] * chunk + rindex[0]
-        body = lambda: node.inner_fn(index[1:], _unflatten(flat, node.reduction_ranges))  # noqa: E731
+        body = lambda: node.inner_fn(index[1:], unflatten(flat))  # noqa: E731
         if chunk * split == rnumel:
             return body()
         inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(sympy.Integer(rnumel), torch.int64))

@@ -76,13 +76,19 @@ def reduction_order(group) -> list[int] | None:
     cvars, sizes = canonical_vars(n + m), group.R + group.Q
     rows = [c[n:] for node in group.nodes if len(getattr(node, "outer", ())) + len(getattr(node, "inner", ())) == n + m
             for c in (_coefficients(dep, cvars, sizes) for dep in node.reads) if c is not None and any(c[n:])]
+    return stride_order(rows, group.Q)
+
+
+def stride_order(rows, sizes) -> list[int] | None:
+    """The order of dims (outermost first) that walks the most of `rows` (each an access's
+    integer stride per dim) one element at a time along the innermost dim: one access's dims
+    by decreasing stride, dims of size 1 outermost; None where the dims' own order does as well."""
+    def contiguous(order):
+        return sum(row[order[-1]] == 1 for row in rows)
     if not rows:
         return None
-
-    def contiguous(order):   # reads that step one element along the innermost reduction dim
-        return sum(row[order[-1]] == 1 for row in rows)
-    best = max((sorted(range(m), key=lambda d: -row[d]) for row in rows), key=contiguous)
-    return best if contiguous(best) > contiguous(list(range(m))) else None
+    best = max((sorted(range(len(sizes)), key=lambda d: (sizes[d] != 1, -row[d])) for row in rows), key=contiguous)
+    return best if contiguous(best) > contiguous(list(range(len(sizes)))) else None
 
 
 def _strided_inner(group, order) -> bool:

@@ -635,3 +635,16 @@ def test_split_reduction_of_a_row_no_power_of_two_divides(small_splits):
                lambda x: (x > 3.5).any()):
         c = check(fn, x, config=Config(cpu_backend="triton"), rtol=1e-5, atol=1e-4)
         assert [(b.get_size(), b.data.reduction_ranges) for b in split_partials(c)] == [([32], [32])]
+
+
+def test_split_sum_of_channels_last_chunks_memory(small_splits):
+    """A full sum of a channels-last tensor is chunked in memory order (`_memory_order`):
+    chunk s, element r reads offset s*chunk + r, no // or % (in the logical order each step
+    jumped C floats and its index needed both)."""
+    x = randn(2, 16, 5, 6).to(memory_format=torch.channels_last)
+    compiled = check(lambda x: x.sigmoid().sum(), x, config=Config(cpu_backend="triton"), rtol=1e-5, atol=1e-4)
+    (partial,) = split_partials(compiled)
+    group = next(g for g in compiled.scheduler.schedule
+                 if isinstance(g, FusedGroup) and partial.get_name() in g.get_names())
+    load = compiled.sources[group.kernel_name].split("tl.load(")[1].split(", ")[0]
+    assert "//" not in load and "%" not in load, load
