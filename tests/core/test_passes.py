@@ -19,7 +19,7 @@ from miniinductor.config import EXTENSIONS, Config
 DEFAULT_ORDER = {
     "aten_graph": ["note_unused_tma", "unfuse_addmm", "addmm_activation", "prefetch_gemm_templates",
                    "onednn_linear", "fold_conv_affine", "relu_after_max_pool", "winograd_convolutions",
-                   "decide_layout_opt"],
+                   "peel_conv_bias", "decide_layout_opt"],
     "lowering": ["lower"],
     "loop_ir": ["split_reductions"],
     "schedule": ["build_scheduler", "dead_code_elimination", "fuse", "fuse_mix_order", "combine_kernels", "order"],

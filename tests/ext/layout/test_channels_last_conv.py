@@ -240,3 +240,28 @@ def test_gpu_decision_follows_the_timed_convolutions(monkeypatch, faster):
     assert timing.channels_last_pays(convs) == (faster == "channels_last")
     assert calls == [((2, 4, 9, 9), False, False), ((2, 4, 9, 9), False, True),
                      ((1, 2, 4, 4, 4), True, False), ((1, 2, 4, 4, 4), True, True)]
+
+
+def test_gpu_convolution_bias_is_peeled_into_an_add():
+    """On the GPU a convolution's bias becomes an add of ours (bias.py, as Inductor's conv
+    lowering does), which fuses into the kernel reading the convolution; traced on fake CUDA
+    tensors (no GPU here), then run on CPU tensors: the same values as the original call."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from miniinductor.ext.layout.bias import peel_conv_bias
+
+    def fn(x, w, b, w3, b3):
+        y = torch.ops.aten.convolution(x, w, b, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+        return torch.relu(y), torch.ops.aten.convolution(y, w3, b3, [2, 2], [0, 0], [1, 1], False, [0, 0], 1)
+    shapes = [(2, 3, 8, 8), (4, 3, 3, 3), (4,), (5, 4, 2, 2), (5,)]
+    with FakeTensorMode():
+        gm = make_fx(fn)(*[torch.empty(s, device="cuda") for s in shapes])
+    assert peel_conv_bias(gm) == 2
+    convs = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+    assert [n.args[2] for n in convs] == [None, None]
+    inputs = [randn(*s) for s in shapes]
+    for got, want in zip(gm(*inputs), fn(*inputs)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    cpu_gm = make_fx(fn)(*inputs)
+    assert peel_conv_bias(cpu_gm) == 0   # the C++ path keeps its bias (ext/cpu_conv folds it)
