@@ -81,9 +81,10 @@ def _bytes(n: int) -> str:
 def weigh(a, b):
     """A rule of passes.FUSION_RULES: None where it does not judge the pair (no reduction
     loop, loops that do not line up: the core says why); else ((R, Q), kind with both
-    numbers), or the refusal with both numbers."""
+    numbers), or the refusal with both numbers. Outside a graph (a scheduler built by hand)
+    the buffers' sizes are unknown: not judged."""
     shape = fused_shape(a, b)
-    if isinstance(shape, str) or not shape[1] or not all(str(s).isdigit() for s in list(shape[0]) + list(shape[1])):
+    if not V.has_graph() or isinstance(shape, str) or not shape[1] or not all(str(s).isdigit() for s in list(shape[0]) + list(shape[1])):
         return None
     R, Q = shape
     b_reads = {d.name for n in b.nodes for d in n.reads}
