@@ -33,7 +33,7 @@ from ...config import declare_extension
 from ...ir.indexing import canonical_vars
 from ...ir.sizevars import size_hint
 from ...passes import FUSION_RULES
-from ...scheduler.fusion import fused_shape
+from ...scheduler import fusion
 from ...triton.tiling import _coefficients, stride_order
 from ...virtualized import V
 
@@ -83,7 +83,7 @@ def weigh(a, b):
     loop, loops that do not line up: the core says why); else ((R, Q), kind with both
     numbers), or the refusal with both numbers. Outside a graph (a scheduler built by hand)
     the buffers' sizes are unknown: not judged."""
-    shape = fused_shape(a, b)
+    shape = fusion.fused_shape(a, b)   # (looked up at each call: an exercise swaps it)
     if not V.has_graph() or isinstance(shape, str) or not shape[1] or not all(str(s).isdigit() for s in list(shape[0]) + list(shape[1])):
         return None
     R, Q = shape
