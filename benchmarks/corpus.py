@@ -21,8 +21,9 @@ and what it finished is kept), and each compiler -- eager, inductor (`torch.comp
 default backend), miniinductor -- with `torch._dynamo.reset()` between them: the first call
 (compile time: Dynamo, AOTAutograd and the backend, and the first run), the outputs against
 eager's, then the steady-state time: on CUDA the median of CUDA-event timings of single
-calls (warm-up first, at least 5 and about 1 s of calls), on the CPU the median wall time of
-3-20 calls. Inference runs in eval mode under `torch.no_grad()`; `--train` times a forward
+calls (warm-up first, at least 5 and at most 100, about `--budget` 0.5 s of calls), on the
+CPU the median wall time of 3-20 calls (`--threads 1` on a shared machine: an OpenMP team
+whose other core is taken stalls a call for a scheduler tick). Inference runs in eval mode under `torch.no_grad()`; `--train` times a forward
 and backward step (`torch.autograd.grad` of `sum(output * fixed random weights)`, or the
 model's own loss for transformers) and compares the gradients of every parameter and
 floating input too, from the same starting state (each compiler gets a deepcopy).
@@ -64,6 +65,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -86,9 +88,11 @@ COMPILERS = ["eager", "inductor", "miniinductor"]
 KINDS = ["models", "timm", "hf", "patterns"]
 SLOW_VS_INDUCTOR = 0.85
 # the CI slice: CPU size, ours vs eager, correctness only
-CI_CASES = ["resnet18", "mobilenet_v3_large", "regnetx_002", "gpt2", "bert", "t5",
-            "kb-convT2d-min-sum-gelu-add", "groupnorm32-silu-residual", "softmax-cumsum", "layernorm-bf16"]
-CI_GENERATED = 8          # and the first 8 generated patterns (one per lead op, and more)
+CI_CASES = ["resnet18", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny", "swin_t", "vit_b_16",
+            "regnetx_002", "ghostnet_100", "deit_tiny_patch16_224", "gpt2", "bert", "llama", "t5", "whisper",
+            "kb-convT2d-min-sum-gelu-add", "groupnorm32-silu-residual", "softmax-cumsum", "embedding-layernorm",
+            "layernorm-bf16"]
+CI_GENERATED = 16         # and the first 16 generated patterns (each lead op at least twice)
 
 
 def full_float32():
@@ -287,7 +291,10 @@ def spawn(case, args) -> list[dict]:
     cmd = [sys.executable, __file__, "--child", case.name, "--device", args.device, "--size", args.size,
            "--compilers", ",".join(args.compilers), "--budget", str(args.budget)]
     cmd += (["--train"] if args.train else []) + ([] if args.timing else ["--no-timing"])
+    cmd += ["--threads", str(args.threads)] if args.threads else []
     env = dict(os.environ, PYTHONUNBUFFERED="1", CORPUS_LOCK=args.lock)
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
                             start_new_session=True)
@@ -414,7 +421,7 @@ def environment(device: str) -> dict:
 def select(args) -> list:
     cases = all_cases(args.size)
     if args.slice == "ci":
-        generated = [c for c in cases if c.name.startswith("p")][:CI_GENERATED]
+        generated = [c for c in cases if re.match(r"p\d{3}-", c.name)][:CI_GENERATED]
         cases = [c for c in cases if c.name in CI_CASES] + generated
     kinds = args.kinds.split(",")
     cases = [c for c in cases if c.kind in kinds]
@@ -434,7 +441,8 @@ def parse(argv):
     p.add_argument("--compilers", default=",".join(COMPILERS), help="comma-separated; eager always runs (the reference)")
     p.add_argument("--train", action="store_true", help="forward + backward, gradients compared too")
     p.add_argument("--no-timing", dest="timing", action="store_false", help="correctness and compile time only")
-    p.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls per compiler (about)")
+    p.add_argument("--budget", type=float, default=0.5, help="seconds of timed calls per compiler (about)")
+    p.add_argument("--threads", type=int, help="CPU: torch.set_num_threads in each case's process (1: less noise on a shared machine)")
     p.add_argument("--jobs", type=int, default=1, help="cases at a time (timing never overlaps)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per case")
     p.add_argument("--out", help="JSON: merged into if it exists, rewritten after every case")
@@ -460,6 +468,8 @@ def load(path: str) -> tuple[dict, dict]:
 def main(argv=None) -> int:
     args = parse(argv)
     full_float32()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.child:
         case = next(c for c in all_cases(args.size) if c.name == args.child)
         run_case(case, args, lambda r: print("RESULT " + json.dumps(r), flush=True))
