@@ -152,7 +152,8 @@ def _hf(name: str):
         model = real_models.make_model(f"{name}-sdpa")       # the small config, default (SDPA) attention
         if size == "gpu":
             cfg = model.config.to_dict()
-            cfg.pop("head_dim", None)                         # derived from the width: recomputed
+            for derived in ("head_dim", "layer_types"):         # derived from the width and depth: recomputed
+                cfg.pop(derived, None)
             cfg.update(HF_GPU[name])
             if "vocab_size" in cfg:
                 cfg["vocab_size"] = HF_GPU_VOCAB
