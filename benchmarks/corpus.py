@@ -55,6 +55,23 @@ for host-bound cases). `--jobs 1` (the default) is fully serial.
 Resuming: `--out X.json` reads X.json if it exists, keeps its cases, skips them (unless
 `--rerun`), and rewrites the file after every case, so a run cut short by a 10-minute limit
 resumes where it stopped with the same command; `--merge a.json b.json` reports the union.
+
+On a lent GPU machine (10-minute commands, a fresh machine per call), in parts that each
+fit a call, the JSON under $OUT (it comes back even when the command is cut short), copied
+back in before the next call to resume:
+
+    python -m pip install -q --no-deps --no-build-isolation -e .      # the backend's entry point
+    timeout 560 python benchmarks/corpus.py --device cuda --kinds patterns --jobs 4 --timeout 240 \
+        --out $OUT/corpus_patterns.json                                # 120 cases
+    timeout 560 python benchmarks/corpus.py --device cuda --kinds hf,models --jobs 4 --timeout 300 \
+        --out $OUT/corpus_models.json                                  # 29 cases
+    timeout 560 python benchmarks/corpus.py --device cuda --kinds timm --jobs 4 --timeout 300 \
+        --out $OUT/corpus_timm.json                                    # 14 cases
+    python benchmarks/corpus.py --merge corpus_*.json --markdown corpus_gpu.md   # here, afterwards
+
+(a call cut short: `cp corpus_patterns.json $OUT/ &&` the same command again skips what is done).
+The CPU-size corpus, in full, takes about an hour on 2 shared cores (10-25 s a pattern and
+20-100 s a model, Inductor's compile the most of it); the CI slice about 2.5 minutes.
 """
 from __future__ import annotations
 
@@ -287,6 +304,18 @@ def _floor(reference, train: bool) -> float:
 
 
 # ------------------------------------------------------------------------- the parent side
+LIVE: set[int] = set()           # the process groups of the running cases
+
+
+def _terminated(signum, frame):
+    """SIGTERM (`timeout 560 python ...`): the running cases' groups go too, so nothing is left
+    on the GPU; the --out file already holds every finished case."""
+    for pid in list(LIVE):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    os._exit(124)
+
+
 def spawn(case, args) -> list[dict]:
     cmd = [sys.executable, __file__, "--child", case.name, "--device", args.device, "--size", args.size,
            "--compilers", ",".join(args.compilers), "--budget", str(args.budget)]
@@ -298,6 +327,7 @@ def spawn(case, args) -> list[dict]:
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
                             start_new_session=True)
+    LIVE.add(proc.pid)
     try:
         stdout, stderr = proc.communicate(timeout=args.timeout)
         problem = None if proc.returncode == 0 else f"exit {proc.returncode}"
@@ -305,6 +335,8 @@ def spawn(case, args) -> list[dict]:
         os.killpg(proc.pid, signal.SIGKILL)      # the child's group: it and Inductor's compile workers
         stdout, stderr = proc.communicate()
         problem = f"timed out after {args.timeout} s"
+    finally:
+        LIVE.discard(proc.pid)
     records = [json.loads(line[7:]) for line in stdout.splitlines() if line.startswith("RESULT ")]
     done = {r["compiler"] for r in records}
     for compiler in args.compilers:
@@ -455,6 +487,9 @@ def parse(argv):
     args = p.parse_args(argv)
     if args.slice == "ci":
         args.device, args.compilers, args.timing = "cpu", "eager,miniinductor", False
+    unknown = set(args.kinds.split(",")) - set(KINDS)
+    if unknown:
+        p.error(f"unknown kinds {sorted(unknown)}; known: {','.join(KINDS)}")
     args.size = args.size or ("gpu" if args.device.startswith("cuda") else "cpu")
     args.compilers = ["eager"] + [c for c in args.compilers.split(",") if c != "eager"]
     return args
@@ -515,6 +550,7 @@ def main(argv=None) -> int:
             run_case(case, args, records.append)
             finish(case, records)
     else:
+        signal.signal(signal.SIGTERM, _terminated)
         with tempfile.NamedTemporaryFile(prefix="corpus-lock-") as lock:
             args.lock = lock.name
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
