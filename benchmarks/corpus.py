@@ -98,7 +98,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from corpus_cases import all_cases  # noqa: E402
 
 COMPILERS = ["eager", "inductor", "miniinductor"]
@@ -431,7 +430,7 @@ def rows_from(results: dict) -> list[dict]:
 
 def write_markdown(path: str, results: dict, meta: dict):
     rows = rows_from(results)
-    lines = [f"# Corpus benchmark", "", f"`{meta.get('command', '')}` on {meta.get('environment', {})}", "",
+    lines = ["# Corpus benchmark", "", f"`{meta.get('command', '')}` on {meta.get('environment', {})}", "",
              "Ratios are speedups (above 1: the first is faster); compile s is the first call.", "", "```"]
     lines += summary(rows) + ["```", "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
