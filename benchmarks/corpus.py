@@ -50,7 +50,10 @@ slower than eager.
 Parallelism: `--jobs N` cases at a time. Compiles overlap; timing does not: each child
 takes a file lock (fcntl) around every timing loop, so only one process times at a time
 (other processes may still be compiling on the host CPUs meanwhile, which matters only
-for host-bound cases). `--jobs 1` (the default) is fully serial.
+for host-bound cases). `--jobs 1` (the default) is fully serial. Compile times are cold on a
+fresh machine only: Inductor's FX graph and Triton caches and miniinductor's kernel cache
+outlive a run (a second run here read 3-5 s for patterns Inductor first took 8-13 s on);
+`--fresh-caches` gives the run new cache directories.
 
 Resuming: `--out X.json` reads X.json if it exists, keeps its cases, skips them (unless
 `--rerun`), and rewrites the file after every case, so a run cut short by a 10-minute limit
@@ -473,6 +476,9 @@ def parse(argv):
     p.add_argument("--train", action="store_true", help="forward + backward, gradients compared too")
     p.add_argument("--no-timing", dest="timing", action="store_false", help="correctness and compile time only")
     p.add_argument("--budget", type=float, default=0.5, help="seconds of timed calls per compiler (about)")
+    p.add_argument("--fresh-caches", action="store_true",
+                   help="Inductor's, Triton's and miniinductor's caches in new directories for this run (compile times "
+                        "cold, as on a fresh machine; shared by its cases)")
     p.add_argument("--threads", type=int, help="CPU: torch.set_num_threads in each case's process (1: less noise on a shared machine)")
     p.add_argument("--jobs", type=int, default=1, help="cases at a time (timing never overlaps)")
     p.add_argument("--timeout", type=int, default=900, help="seconds per case")
@@ -550,8 +556,11 @@ def main(argv=None) -> int:
             finish(case, records)
     else:
         signal.signal(signal.SIGTERM, _terminated)
-        with tempfile.NamedTemporaryFile(prefix="corpus-lock-") as lock:
+        with tempfile.NamedTemporaryFile(prefix="corpus-lock-") as lock, tempfile.TemporaryDirectory(prefix="corpus-caches-") as caches:
             args.lock = lock.name
+            if args.fresh_caches:
+                for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "MINIINDUCTOR_CACHE_DIR"):
+                    os.environ[var] = os.path.join(caches, var.split("_")[0].lower())
             with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
                 for case, records in zip(cases, pool.map(lambda c: spawn(c, args), cases)):
                     finish(case, records)
