@@ -134,29 +134,31 @@ def flatten(out) -> list[torch.Tensor]:
     return []
 
 
-def compare(ref: list[torch.Tensor], got: list[torch.Tensor], tol: float, floor: float = 0.0) -> tuple[float, str]:
+def compare(ref: list[torch.Tensor], got: list[torch.Tensor], tol: float, floor: float = 0.0,
+            names: list[str] | None = None) -> tuple[float, str]:
     """(worst error / scale, what it was) over the tensors: max|got - ref| / max(max|ref|,
     floor); inf if the structure, a shape or the NaN positions differ."""
     if len(ref) != len(got):
         return math.inf, f"{len(got)} outputs, eager has {len(ref)}"
     worst, where = 0.0, ""
+    names = names or [f"output {i}" for i in range(len(ref))]
     for i, (r, g) in enumerate(zip(ref, got)):
         if r.shape != g.shape:
-            return math.inf, f"output {i}: shape {tuple(g.shape)}, eager {tuple(r.shape)}"
+            return math.inf, f"{names[i]}: shape {tuple(g.shape)}, eager {tuple(r.shape)}"
         if not r.is_floating_point():
             err = 0.0 if torch.equal(r, g) else math.inf
         else:
             r, g = r.detach().double(), g.detach().double()
             if not torch.equal(r.isnan(), g.isnan()):
-                return math.inf, f"output {i}: NaN positions differ"
+                return math.inf, f"{names[i]}: NaN positions differ"
             finite = r.isfinite() & g.isfinite()
             if not torch.equal(r.isinf(), g.isinf()) or not torch.equal(r[r.isinf()], g[g.isinf()]):
-                return math.inf, f"output {i}: infinities differ"
+                return math.inf, f"{names[i]}: infinities differ"
             diff = (r[finite] - g[finite]).abs().max().item() if finite.any() else 0.0
             scale = max(r[finite].abs().max().item() if finite.any() else 0.0, floor, 1e-30)
             err = diff / scale
         if err > worst:
-            worst, where = err, f"output {i} {tuple(r.shape)}"
+            worst, where = err, f"{names[i]} {tuple(r.shape)}"
     return worst, where
 
 
@@ -244,6 +246,7 @@ def run_case(case, args, emit, perturb_reference: float = 0.0):
             t.requires_grad_(True)
     pristine = copy.deepcopy(module) if args.train else None
     weights = None                               # the fixed random cotangent, from eager's output
+    labels: list[str] = []                       # --train: what each compared tensor is
     reference = None
     for compiler in args.compilers:
         torch._dynamo.reset()
@@ -253,13 +256,17 @@ def run_case(case, args, emit, perturb_reference: float = 0.0):
         try:
             if args.train:
                 params = [p for p in model.parameters() if p.requires_grad] + _grad_inputs(inputs)
+                param_names = [n for n, p in model.named_parameters() if p.requires_grad]
+                param_names += [f"input {i}" for i in range(len(_grad_inputs(inputs)))]
 
                 def step(fn=fn, params=params):
                     out = call(fn, inputs)
                     loss = getattr(out, "loss", None)
                     if loss is None:
                         loss = sum((o * w).sum() for o, w in zip(flatten(out), weights) if o.is_floating_point())
-                    return flatten(out) + list(torch.autograd.grad(loss, params, allow_unused=True))
+                    outs = flatten(out)
+                    labels[:] = [f"output {i}" for i in range(len(outs))] + [f"gradient of {n}" for n in param_names]
+                    return outs + list(torch.autograd.grad(loss, params, allow_unused=True))
                 if weights is None:
                     with torch.no_grad():
                         gen = torch.Generator(device="cpu").manual_seed(1)
@@ -280,7 +287,7 @@ def run_case(case, args, emit, perturb_reference: float = 0.0):
                     reference = [o.clone() * (1 + perturb_reference) if o.is_floating_point() else o.clone() for o in out]
                     record.update(status="PASS", err=0.0)
                 else:
-                    err, where = compare(reference, out, case.tol, floor=_floor(reference, args.train))
+                    err, where = compare(reference, out, case.tol, floor=_floor(reference, args.train), names=labels or None)
                     record.update(status="PASS" if err <= case.tol else "FAIL", err=err, where=where)
                 del out
                 if args.timing:
