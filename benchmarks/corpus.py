@@ -93,7 +93,7 @@ import sys
 import tempfile
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -435,7 +435,8 @@ def print_header():
 
 
 def rows_from(results: dict) -> list[dict]:
-    return [row_of(case, recs) for case, recs in results.items()]
+    rows = [row_of(case, recs) for case, recs in results.items() if recs]
+    return sorted(rows, key=lambda r: (KINDS.index(r["kind"]) if r["kind"] in KINDS else len(KINDS), r["case"]))
 
 
 def write_markdown(path: str, results: dict, meta: dict):
@@ -568,9 +569,10 @@ def main(argv=None) -> int:
             if args.fresh_caches:
                 for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "MINIINDUCTOR_CACHE_DIR"):
                     os.environ[var] = os.path.join(caches, var.split("_")[0].lower())
-            with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-                for case, records in zip(cases, pool.map(lambda c: spawn(c, args), cases)):
-                    finish(case, records)
+            with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:   # written as each finishes
+                futures = {pool.submit(spawn, c, args): c for c in cases}
+                for future in as_completed(futures):
+                    finish(futures[future], future.result())
     print(f"{len(cases)} cases in {time.perf_counter() - start:.0f} s")
     return report({c: results[c] for c in results}, meta, args)
 
