@@ -85,11 +85,13 @@ def _box(x, dtype, inner_fn, size):
 
 
 def _realize_input(x):
-    """Every output reads a window of `x`: compute it once (Inductor's `realize_hint`), in
+    """Every output reads a window of `x`: compute it once (Inductor's `realize_hint`) unless
+    it is cheap to recompute per window (`_expensive`: a GPU convolution's bias add), in
     the memory order of what it reads where that is channels-last (a BatchNorm + ReLU after
     a convolution of a CPU inference graph, ext/layout): the pooling then reads
     along the channels too (`_stored_like`)."""
-    if isinstance(x, StorageBox) and not x.is_realized():
+    from .graph import _expensive
+    if isinstance(x, StorageBox) and not x.is_realized() and (not isinstance(x.data, Pointwise) or _expensive(V.graph, x.data)):
         x.realize(channels_last_strides(x.get_size()) if _reads_channels_last(x) else None)
     return x
 

@@ -88,6 +88,9 @@ SPLIT_MIN_NUMEL = 2**18
 SPLIT_MIN_PROGRAMS = 32
 #: ... into enough pieces for about this many programs, each piece at least SPLIT_MIN_CHUNK long
 SPLIT_TARGET_PROGRAMS, SPLIT_MIN_CHUNK = 128, 1024
+#: rows this long are split below SPLIT_LONG_ROW_PROGRAMS programs (about two per SM): each
+#: program reads one long row alone, far from a full device's bandwidth
+SPLIT_LONG_ROW, SPLIT_LONG_ROW_PROGRAMS = 2**16, 256
 #: a column reduction is split into chunks of this many rows (Inductor's choice for a bias gradient)
 OUTER_CHUNK = 128
 
@@ -97,7 +100,9 @@ def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
 
     A row reduction runs `xnumel / XBLOCK` programs (`block_sizes`); with fewer than
     SPLIT_MIN_PROGRAMS -- a full sum is one -- most of an H100's 132 SMs sit idle, so the
-    row is cut into pieces that bring the count to about SPLIT_TARGET_PROGRAMS. A column
+    row is cut into pieces that bring the count to about SPLIT_TARGET_PROGRAMS; rows of
+    SPLIT_LONG_ROW or more are cut while the count is under SPLIT_LONG_ROW_PROGRAMS (128 rows
+    of half a million elements each ran as 128 programs, each reading its row alone). A column
     reduction (`outer`) loads XBLOCK neighbouring columns per row: fewer than 32 float32
     (128 bytes) waste most of each memory transaction, as a persistent block of long
     columns must (768 x 2048: blocks 2 columns wide, a fraction of the bandwidth); it is cut into
@@ -113,7 +118,9 @@ def reduction_splits(xnumel: int, rnumel: int, outer: bool) -> int:
             return 1
         split = largest(rnumel // OUTER_CHUNK)
     else:
-        if programs >= SPLIT_MIN_PROGRAMS:
+        long_rows = rnumel >= SPLIT_LONG_ROW and programs < SPLIT_LONG_ROW_PROGRAMS
+        if programs >= SPLIT_MIN_PROGRAMS and not long_rows:
             return 1
-        split = min(next_power_of_2(cdiv(SPLIT_TARGET_PROGRAMS, programs)), largest(rnumel // SPLIT_MIN_CHUNK))
+        target = SPLIT_LONG_ROW_PROGRAMS if long_rows else SPLIT_TARGET_PROGRAMS
+        split = min(next_power_of_2(cdiv(target, programs)), largest(rnumel // SPLIT_MIN_CHUNK))
     return max(split, 1)

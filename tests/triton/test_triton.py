@@ -479,14 +479,16 @@ def test_unfused_config_still_correct():
 
 # --------------------------------------------------------------------------- split reductions
 def test_reduction_splits_heuristic():
-    assert reduction_splits(1, 3 * 2**19, outer=False) == 128   # a full sum: 1 program, then 128
-    assert reduction_splits(8, 200000, outer=False) == 16       # 8 long rows
+    assert reduction_splits(1, 3 * 2**19, outer=False) == 256   # a full sum of a long row: 1 program, then 256
+    assert reduction_splits(8, 200000, outer=False) == 32       # 8 long rows: 256 programs
     assert reduction_splits(768, 2048, outer=True) == 16        # a bias gradient: 16 chunks of 128 rows
     assert reduction_splits(4096, 16384, outer=True) == 128
     assert reduction_splits(64, 8192, outer=False) == 1         # softmax rows: 64 programs
     assert reduction_splits(2048, 768, outer=False) == 1        # layer norm rows
     assert reduction_splits(1, 100000, outer=False) == 1        # too little work to pay for a second launch
-    assert reduction_splits(1, 3**12, outer=False) == 128       # no power of two divides it: a masked last chunk
+    assert reduction_splits(1, 3**12, outer=False) == 256       # no power of two divides it: a masked last chunk
+    assert reduction_splits(128, 577600, outer=False) == 2      # long rows: 128 programs become 256
+    assert reduction_splits(64, 8192, outer=False) == 1         # short ones stay whole
 
 
 def split_partials(compiled) -> list:
