@@ -445,20 +445,31 @@ def realize_where_demanded(graph: GraphLowering, value):
         they read can be freed early, and consumers load them); so too values whose memory an
         `as_strided` reads (through views or not): it addresses eager's layout;
       * a pointwise value read by more than one FX user *and* expensive to recompute
-        (`_expensive`: Inductor's `StorageBox.mark_reuse`); cheap ones are recomputed."""
+        (`_expensive`: Inductor's `StorageBox.mark_reuse`); cheap ones are recomputed;
+      * a pointwise value whose body loads more than REALIZE_ACC_READS elements (a pooling
+        window), whoever reads it: inlined into a reduction, its loads would run at the
+        reduction's parallelism, a few programs per row (Inductor's `realize_acc_reads_threshold`)."""
     if not (isinstance(value, StorageBox) and isinstance(value.data, Pointwise)):
         return
     node = graph.current_fx_node()
     if any(user.op == "output" for user in node.users) or read_by_as_strided(node):
         graph.realize_output(value, node.meta.get("val"))   # stored as eager stores it
-    elif len(node.users) > 1 and _expensive(graph, value.data):
+    elif len(node.users) > 1 and _expensive(graph, value.data) or len(_record(value.data).reads) > REALIZE_ACC_READS:
         value.realize()
 
 
-def _expensive(graph: GraphLowering, node: Pointwise) -> bool:
-    recorder = RecordingHandler()
-    with V.set_ops_handler(recorder):
+REALIZE_ACC_READS = 8
+
+
+def _record(node: Pointwise) -> RecordingHandler:
+    """The loads and ops of one run of `node`'s body."""
+    with V.set_ops_handler(RecordingHandler()) as recorder:
         node.inner_fn(index_vars("i", node.ranges))
+    return recorder
+
+
+def _expensive(graph: GraphLowering, node: Pointwise) -> bool:
+    recorder = _record(node)
     transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if graph.policy.stores_are_cheap else 0
     return (len({d.name for d in recorder.reads}) > graph.config.realize_reads_threshold
             or recorder.op_count + TRANSCENDENTAL_COST * transcendental > graph.config.realize_opcount_threshold)

@@ -23,7 +23,7 @@ import torch
 
 log = logging.getLogger("miniinductor")
 aten = torch.ops.aten
-REPEATS = 5   # timed runs per layout after one warm-up run; the median is kept
+WARMUP, REPEATS = 3, 10   # untimed runs (cuDNN picks and builds its kernel on the first), then timed ones: the median is kept
 
 
 def _memory_format(dim: int):
@@ -39,13 +39,13 @@ def _conv_time(x_shape, w_shape, has_bias, params, dtype, channels_last: bool) -
     if channels_last:
         x, w = (t.contiguous(memory_format=_memory_format(t.dim())) for t in (x, w))
     times = []
-    for k in range(REPEATS + 1):
+    for k in range(WARMUP + REPEATS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         aten.convolution(x, w, b, *params)
         end.record()
         end.synchronize()
-        if k:
+        if k >= WARMUP:
             times.append(start.elapsed_time(end))
     return sorted(times)[len(times) // 2]
 
