@@ -213,7 +213,7 @@ def test_conv_bn_relu_inference_runs_channels_last_on_gpu(monkeypatch):
     Triton copy) as Inductor's layout optimisation does; the output keeps eager's NCHW strides.
     cuDNN's float32 convolutions round to TF32 by default, differently per layout: 1e-2."""
     from miniinductor.ext.layout import channels_last
-    monkeypatch.setattr(channels_last, "channels_last_pays", lambda convs: True)
+    monkeypatch.setattr(channels_last, "channels_last_pays", lambda convs, value=None: True)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU()).cuda().eval()
     model[1].running_mean.uniform_(-1, 1)
@@ -242,6 +242,6 @@ def test_layout_is_decided_by_timing_the_convolutions():
         torch.testing.assert_close(miniinductor.compile(model)(x), model(x), rtol=1e-2, atol=1e-2)
     (nchw, channels_last) = [timing._conv_time((2, 8, 6, 10, 10), (8, 16, 3, 3, 3), True,
                                                ((2, 2, 2), (0, 0, 0), (1, 1, 1), True, (0, 0, 0), 1),
-                                               torch.float32, channels_last=k) for k in (False, True)]
+                                               torch.float32, "cuda", channels_last=k) for k in (False, True)]
     assert timing._conv_time.cache_info().hits >= 2   # the decision had timed exactly these
     assert cg.graph.layout_opt == (channels_last < nchw)

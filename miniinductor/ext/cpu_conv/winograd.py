@@ -5,7 +5,7 @@ than the direct convolution, the products as one MKL bmm) in place of each
 
     3x3 weight, stride 1, padding 1, no dilation, one group, not transposed; float32 on the
     CPU; static sizes with even output height and width; at least MIN_CHANNELS channels in
-    and out; an inference graph (a training graph keeps ATen's convolution, and its layouts).
+    and out and MIN_TILES output tiles; an inference graph (a training graph keeps ATen's convolution, and its layouts).
 
 Lowering then gives the op a channels-last input (our transposing copy, lowering/strides.py's
 `require_channels_last`, hooked into lowering below) and reads
@@ -30,6 +30,10 @@ from .winograd_kernel import winograd_conv3x3
 #: both channel counts at least this: thinner, the bmm's [tiles, C] x [C, K] products run far
 #: below MKL's rate while the transforms cost the same per channel
 MIN_CHANNELS = 16
+#: and at least this many 2x2 output tiles (batch x H/2 x W/2): below it the transforms and the
+#: thin bmm lose to oneDNN's direct convolution (the benchmark row it wins, conv_bn_relu's
+#: [8, 64, 32, 32], has this many; the issue's [4, 32, 28, 28] block and ResNet-18 at 64x64 lost)
+MIN_TILES = 2048
 OP = winograd_conv3x3._opoverload
 
 
@@ -49,7 +53,8 @@ def applies(conv: torch.fx.Node, config: Config) -> bool:
     _, k, h, wd = out.shape
     return (tuple(wv.shape[2:]) == (3, 3) and list(stride) == [1, 1] and list(padding) == [1, 1]
             and list(dilation) == [1, 1] and not transposed and groups == 1
-            and h % 2 == 0 and wd % 2 == 0 and min(k, wv.shape[1]) >= MIN_CHANNELS)
+            and h % 2 == 0 and wd % 2 == 0 and min(k, wv.shape[1]) >= MIN_CHANNELS
+            and out.shape[0] * (h // 2) * (wd // 2) >= MIN_TILES)
 
 
 def winograd_convolutions(gm: torch.fx.GraphModule, policy: BackendPolicy, config: Config, name: str) -> int:

@@ -21,8 +21,8 @@ NHWC kernel, the transposing BN + ReLU), about as Inductor's (docs/benchmarks_gp
 
 Simplified against Inductor:
   * Decided where it was measured: C++ kernels and GPU graphs (`BackendPolicy.channels_last_conv`;
-    Triton kernels on the CPU keep NCHW) and inference graphs only. On the GPU the graph's
-    convolutions are timed in both layouts instead of Inductor's rules (timing.py). In a training
+    Triton kernels on the CPU keep NCHW) and inference graphs only. The graph's convolutions
+    are timed in both layouts instead of Inductor's rules (timing.py). In a training
     graph the saved activations keep eager's strides for the backward graph (which
     AOTAutograd compiled against them; Inductor reports its real strides back to
     AOTAutograd instead), so each convolution would add a transposing copy, and
@@ -71,8 +71,8 @@ def decide_layout_opt(gm: torch.fx.GraphModule, policy, config, name: str) -> bo
     convs = [n for n in gm.graph.nodes if n.op == "call_function" and (_is_conv(n) or n.target is winograd)]
     static = all(isinstance(s, int) for n in convs for s in n.meta["val"].shape)
     decided = bool(convs) and static and config.layout_optimization and policy.channels_last_conv and name == "inference"
-    if decided and convs[0].args[0].meta["val"].device.type == "cuda":
-        decided = channels_last_pays(convs)   # timed (timing.py)
+    if decided and not any(n.target is winograd for n in convs):   # (the Winograd op takes NHWC)
+        decided = channels_last_pays(convs, lambda n: n.meta["val"] if "val" in n.meta else getattr(gm, n.target))
     if decided:
         log.info("layout_opt: %d convolution(s) of %s run channels-last", len(convs), name)
     return decided

@@ -1,4 +1,4 @@
-"""Channels-last or not on the GPU, decided by timing the graph's own convolutions.
+"""Channels-last or not, decided by timing the graph's own convolutions (GPU and CPU).
 
 Inductor decides its GPU layout by rules and constants measured once on a benchmark set
 (`GraphLowering.decide_layout_opt` in `torch/_inductor/graph.py`: grouped, small-channel and
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 
 import torch
 
@@ -31,32 +32,40 @@ def _memory_format(dim: int):
 
 
 @functools.lru_cache(maxsize=None)
-def _conv_time(x_shape, w_shape, has_bias, params, dtype, channels_last: bool) -> float:
-    """The median time (ms) of one ATen convolution call with these sizes, in one layout."""
-    x = torch.randn(x_shape, device="cuda", dtype=dtype)
-    w = torch.randn(w_shape, device="cuda", dtype=dtype)
-    b = torch.randn(w_shape[1] * params[-1] if params[3] else w_shape[0], device="cuda", dtype=dtype) if has_bias else None
+def _conv_time(x_shape, w_shape, has_bias, params, dtype, device: str, channels_last: bool) -> float:
+    """The median time (ms) of one ATen convolution call with these sizes, in one layout
+    (CUDA events on the GPU, the wall clock on the CPU)."""
+    x = torch.randn(x_shape, device=device, dtype=dtype)
+    w = torch.randn(w_shape, device=device, dtype=dtype)
+    b = torch.randn(w_shape[1] * params[-1] if params[3] else w_shape[0], device=device, dtype=dtype) if has_bias else None
     if channels_last:
         x, w = (t.contiguous(memory_format=_memory_format(t.dim())) for t in (x, w))
     times = []
     for k in range(WARMUP + REPEATS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        aten.convolution(x, w, b, *params)
-        end.record()
-        end.synchronize()
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            aten.convolution(x, w, b, *params)
+            end.record()
+            end.synchronize()
+            elapsed = start.elapsed_time(end)
+        else:
+            start = time.perf_counter()
+            aten.convolution(x, w, b, *params)
+            elapsed = (time.perf_counter() - start) * 1e3
         if k >= WARMUP:
-            times.append(start.elapsed_time(end))
+            times.append(elapsed)
     return sorted(times)[len(times) // 2]
 
 
-def channels_last_pays(convs) -> bool:
-    """Do the graph's convolutions (FX nodes of aten.convolution) take less time channels-last?"""
+def channels_last_pays(convs, value=lambda node: node.meta["val"]) -> bool:
+    """Do the graph's convolutions (FX nodes of aten.convolution) take less time channels-last?
+    `value(node)`: an input's tensor (its meta's; a frozen weight's is the graph's attribute)."""
     totals = [0.0, 0.0]
     for node in convs:
-        x, w = (a.meta["val"] for a in node.args[:2])
+        x, w = (value(a) for a in node.args[:2])
         params = tuple(tuple(p) if isinstance(p, (list, tuple)) else p for p in node.args[3:])
-        key = (tuple(x.shape), tuple(w.shape), node.args[2] is not None, params, x.dtype)
+        key = (tuple(x.shape), tuple(w.shape), node.args[2] is not None, params, x.dtype, x.device.type)
         for k in (0, 1):
             totals[k] += _conv_time(*key, channels_last=bool(k))
     log.info("layout_opt: %d convolution(s) take %.3f ms NCHW, %.3f ms channels-last", len(convs), *totals)

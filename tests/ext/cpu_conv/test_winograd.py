@@ -27,6 +27,32 @@ CONV_TOL = dict(rtol=1e-5, atol=1e-5)
 SHAPES = [(8, 64, 32, 32, 64), (2, 20, 6, 10, 33), (1, 16, 2, 2, 16), (3, 128, 14, 14, 256), (5, 17, 30, 2, 19)]
 
 
+
+@pytest.fixture(autouse=True)
+def small_convolutions_qualify(monkeypatch):
+    """The shapes here are small (fast tests): the op's size rule (MIN_TILES) is lifted, and
+    the layout timing set to channels-last, which the op takes; `test_small_convolutions_stay_aten`
+    checks the rule itself."""
+    from miniinductor.ext.cpu_conv import winograd
+    from miniinductor.ext.layout import channels_last
+    monkeypatch.setattr(winograd, "MIN_TILES", 0)
+    monkeypatch.setattr(channels_last, "channels_last_pays", lambda convs, value=None: True)
+
+
+def test_small_convolutions_stay_aten(monkeypatch):
+    """Fewer than MIN_TILES 2x2 output tiles: oneDNN's direct convolution (the [4, 32, 28, 28]
+    block has 784); at MIN_TILES the op applies."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from miniinductor.config import Config
+    from miniinductor.ext.cpu_conv import winograd
+    monkeypatch.setattr(winograd, "MIN_TILES", 2048)
+    conv = nn.Conv2d(32, 32, 3, padding=1)
+    for shape, applies in (((4, 32, 28, 28), False), ((8, 32, 32, 32), True)):
+        gm = make_fx(lambda x: conv(x))(torch.randn(shape))
+        (node,) = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+        assert winograd.applies(node, Config()) == applies, shape
+
 def errors(x, w, b, out):
     ref64 = F.conv2d(x.double(), w.double(), None if b is None else b.double(), padding=1)
     direct = F.conv2d(x, w, b, padding=1)

@@ -37,6 +37,14 @@ def aten_convolutions(monkeypatch):
     monkeypatch.setitem(TEST_OPTIONS, "winograd", False)
 
 
+@pytest.fixture(autouse=True)
+def channels_last_wins(monkeypatch):
+    """These tests are about what channels-last does once chosen: the timing that chooses it
+    (timing.py, `test_decision_follows_the_timed_convolutions`) is set to say it pays."""
+    from miniinductor.ext.layout import channels_last
+    monkeypatch.setattr(channels_last, "channels_last_pays", lambda convs, value=None: True)
+
+
 def conv_bn_relu(cin=16, cout=16):
     model = nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU()).eval()
     model[1].running_mean.uniform_(-1, 1)
@@ -221,16 +229,16 @@ def test_conv_output_strides_as_aten_gives_them(x_shape, w_shape):
 
 
 @pytest.mark.parametrize("faster", ["nchw", "channels_last"])
-def test_gpu_decision_follows_the_timed_convolutions(monkeypatch, faster):
-    """On the GPU the layout is the one whose convolution calls take less time (timing.py):
+def test_decision_follows_the_timed_convolutions(monkeypatch, faster):
+    """The layout is the one whose convolution calls take less time (timing.py):
     each convolution of the graph is timed in both layouts, with its own sizes and
-    parameters (a transposed 3-D one included). The timer is replaced here (no GPU)."""
+    parameters (a transposed 3-D one included). The timer is replaced here: the times are set."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from miniinductor.ext.layout import timing
     calls = []
 
-    def fake_time(x_shape, w_shape, has_bias, params, dtype, channels_last):
+    def fake_time(x_shape, w_shape, has_bias, params, dtype, device, channels_last):
         calls.append((x_shape, params[3], channels_last))
         return 1.0 if channels_last == (faster == "channels_last") else 2.0
     monkeypatch.setattr(timing, "_conv_time", fake_time)
