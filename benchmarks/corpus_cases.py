@@ -419,7 +419,19 @@ def _explicit():
                                       [[32, 512]], [[2, 16]], ints={"gpu": 32000, "cpu": 1000}), PATTERN_TOL),
         ("layernorm-bf16", fixed(lambda s: _randomize_norm(nn.LayerNorm(gpu(s, 4096, 256)), None),
                                  [[8192, 4096]], [[64, 256]], dtype=torch.bfloat16), BF16_TOL),
+        # the CPU rows, at their CPU sizes: a small conv-BN-ReLU block, the token
+        # embedding + layer norm and a GPT-2 block (run with --train for the training step)
+        ("conv-bn-relu-small", fixed(lambda s: _Seq(nn.Conv2d(32, 32, 3, padding=1), _randomize_norm(nn.BatchNorm2d(32), None),
+                                                    nn.ReLU()), [[32, 32, 28, 28]], [[4, 32, 28, 28]]), PATTERN_TOL),
+        ("embedding-layernorm-cpu-row", fixed(lambda s: _Seq(nn.Embedding(8000, 256), _randomize_norm(nn.LayerNorm(256), None)),
+                                              [[32, 512]], [[8, 128]], ints={"gpu": 8000, "cpu": 8000}), PATTERN_TOL),
+        ("gpt2-block", fixed(lambda s: _gpt2_block(), [[8, 128, 256]], [[4, 128, 256]]), PATTERN_TOL),
     ]
+
+
+def _gpt2_block() -> nn.Module:
+    from miniinductor.tools.models import GPT2Block
+    return GPT2Block(d_model=256, n_head=8, max_seq=128)
 
 
 class _GNRes(nn.Module):
