@@ -55,9 +55,9 @@ log = logging.getLogger("miniinductor")
 #: ops that every compiler leaves to a library (matmul, convolution, sorting...):
 #: falling back on them is the plan, so they are logged quietly (extensions add their ops)
 EXTERN_BY_DESIGN = {
-    "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "convolution", "sort", "topk", "cumsum", "cumprod",
+    "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "convolution", "sort", "topk",
     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward", "native_dropout", "rand", "randn",
-    "bernoulli", "convolution_backward", "scatter_add", "index_put",
+    "bernoulli", "convolution_backward",
 }
 _logged_ops: set[str] = set()
 #: ops that cost far more than an add; on the CPU a value computed with one and read twice
