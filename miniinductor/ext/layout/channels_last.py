@@ -59,6 +59,11 @@ def _is_conv(node: torch.fx.Node) -> bool:
     return x.dim() == 4 and not node.args[6]   # args[6]: transposed
 
 
+def _is_depthwise(node: torch.fx.Node) -> bool:
+    w = node.args[1].meta.get("val") if node.target is aten.convolution.default else None
+    return isinstance(w, torch.Tensor) and node.args[8] > 1 and w.shape[1] == 1 and not node.args[6]
+
+
 def _winograd_op():
     """The Winograd convolution (ext/cpu_conv), looked up by name: channels-last too."""
     op = getattr(torch.ops.miniinductor, "winograd_conv3x3", None)
@@ -71,7 +76,10 @@ def decide_layout_opt(gm: torch.fx.GraphModule, policy, config, name: str) -> bo
     convs = [n for n in gm.graph.nodes if n.op == "call_function" and (_is_conv(n) or n.target is winograd)]
     static = all(isinstance(s, int) for n in convs for s in n.meta["val"].shape)
     decided = bool(convs) and static and config.layout_optimization and policy.channels_last_conv and name == "inference"
-    if decided and not any(n.target is winograd for n in convs):   # (the Winograd op takes NHWC)
+    # not timed: the Winograd op takes NHWC; depthwise convolutions (one input channel per
+    # group, MobileNet's) gain channels-last in the kernels around them, which timing the
+    # convolutions alone misses (Inductor keeps channels-last for them too)
+    if decided and not any(n.target is winograd or _is_depthwise(n) for n in convs):
         decided = channels_last_pays(convs, lambda n: n.meta["val"] if "val" in n.meta else getattr(gm, n.target))
     if decided:
         log.info("layout_opt: %d convolution(s) of %s run channels-last", len(convs), name)

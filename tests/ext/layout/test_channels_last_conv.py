@@ -273,3 +273,25 @@ def test_gpu_convolution_bias_is_peeled_into_an_add():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     cpu_gm = make_fx(fn)(*inputs)
     assert peel_conv_bias(cpu_gm) == 0   # the C++ path keeps its bias (ext/cpu_conv folds it)
+
+
+def test_a_depthwise_convolution_keeps_channels_last_untimed(monkeypatch):
+    """A graph with a depthwise convolution (MobileNet's) goes channels-last without timing:
+    the kernels around it gain what timing the convolutions alone misses."""
+    from types import SimpleNamespace
+
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from miniinductor.config import Config
+    from miniinductor.ext.layout import channels_last
+
+    def timed(convs, value=None):
+        raise AssertionError("a graph with a depthwise convolution is not timed")
+    monkeypatch.setattr(channels_last, "channels_last_pays", timed)
+    depthwise, pointwise = nn.Conv2d(8, 8, 3, groups=8), nn.Conv2d(8, 16, 1)
+    gm = make_fx(lambda x: pointwise(depthwise(x)))(randn(2, 8, 10, 10))
+    policy = SimpleNamespace(name="cpp", channels_last_conv=True)   # all the decision reads
+    assert channels_last.decide_layout_opt(gm, policy, Config(), "inference")
+    gm = make_fx(lambda x: pointwise(x))(randn(2, 8, 10, 10))
+    with pytest.raises(AssertionError, match="not timed"):
+        channels_last.decide_layout_opt(gm, policy, Config(), "inference")
