@@ -65,6 +65,7 @@ _logged_ops: set[str] = set()
 #: the output: the output is then written in place over it)
 TRANSCENDENTAL = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "erf", "sin", "cos", "pow"}
 TRANSCENDENTAL_COST = 30
+REALIZE_ACC_READS = 8   # a pointwise body of more loads is stored (realize_where_demanded)
 
 
 def _tensors_in(value):
@@ -454,11 +455,10 @@ def realize_where_demanded(graph: GraphLowering, value):
     node = graph.current_fx_node()
     if any(user.op == "output" for user in node.users) or read_by_as_strided(node):
         graph.realize_output(value, node.meta.get("val"))   # stored as eager stores it
-    elif len(node.users) > 1 and _expensive(graph, value.data) or len(_record(value.data).reads) > REALIZE_ACC_READS:
-        value.realize()
-
-
-REALIZE_ACC_READS = 8
+    else:
+        recorder = _record(value.data)   # (once: both rules read it)
+        if len(recorder.reads) > REALIZE_ACC_READS or len(node.users) > 1 and _expensive(graph, recorder):
+            value.realize()
 
 
 def _record(node: Pointwise) -> RecordingHandler:
@@ -468,8 +468,7 @@ def _record(node: Pointwise) -> RecordingHandler:
     return recorder
 
 
-def _expensive(graph: GraphLowering, node: Pointwise) -> bool:
-    recorder = _record(node)
+def _expensive(graph: GraphLowering, recorder: RecordingHandler) -> bool:   # (of a body `_record` ran)
     transcendental = sum(op in TRANSCENDENTAL for op in recorder.op_names) if graph.policy.stores_are_cheap else 0
     return (len({d.name for d in recorder.reads}) > graph.config.realize_reads_threshold
             or recorder.op_count + TRANSCENDENTAL_COST * transcendental > graph.config.realize_opcount_threshold)

@@ -20,6 +20,7 @@ from ..ir.nodes import Pointwise, Reduction, StorageBox, contiguous_strides, str
 from ..ir.sizevars import SymbolicUnsupported, is_static
 from ..ops_handler import RecordingHandler
 from ..virtualized import V, ops
+from .graph import _expensive, _record
 from .registry import aten, register_lowering
 from .strides import channels_last_strides, same_strides
 
@@ -90,8 +91,8 @@ def _realize_input(x):
     the memory order of what it reads where that is channels-last (a BatchNorm + ReLU after
     a convolution of a CPU inference graph, ext/layout): the pooling then reads
     along the channels too (`_stored_like`)."""
-    from .graph import _expensive
-    if isinstance(x, StorageBox) and not x.is_realized() and (not isinstance(x.data, Pointwise) or _expensive(V.graph, x.data)):
+    if isinstance(x, StorageBox) and not x.is_realized() and (not isinstance(x.data, Pointwise)
+                                                              or _expensive(V.graph, _record(x.data))):
         x.realize(channels_last_strides(x.get_size()) if _reads_channels_last(x) else None)
     return x
 

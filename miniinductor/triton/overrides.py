@@ -281,16 +281,23 @@ assert all(hasattr(TritonOverrides, op) for op in UNARY_OPS + BINARY_OPS)
 
 
 # --------------------------------------------------------------------------- reductions
-def reduction_init(reduction_type, dtype) -> str:
+def reduction_identity(reduction_type, dtype):
+    """The value an element adds nothing with: a masked-off element of the reduction."""
     if reduction_type in ("sum", "any"):
-        return triton_literal(0, dtype)
+        return 0
     if reduction_type == "prod":
-        return triton_literal(1, dtype)
+        return 1
     largest = reduction_type in ("min", "argmin")
+    if dtype == torch.bool:
+        return largest
     if dtype.is_floating_point:
-        return triton_literal(math.inf if largest else -math.inf, dtype)
+        return math.inf if largest else -math.inf
     info = torch.iinfo(dtype)
-    return str(info.max if largest else info.min)
+    return info.max if largest else info.min
+
+
+def reduction_init(reduction_type, dtype) -> str:
+    return triton_literal(reduction_identity(reduction_type, dtype), dtype)
 
 
 #: persistent form: the block-shaped masked values → one value per row ([XBLOCK, 1])

@@ -28,6 +28,7 @@ from ..ir.sizevars import is_static
 from ..ops_handler import RecordingHandler
 from ..passes import Pass, register
 from ..virtualized import V, ops
+from .overrides import reduction_identity
 from .policy import reduces_columns, reduction_splits
 from .runtime import kernel_launchers, precompile_all
 from .tiling import stride_order
@@ -110,17 +111,6 @@ def _memory_order(node: Reduction) -> list[int] | None:
     return stride_order(rows, node.reduction_ranges) if all(map(is_static, node.reduction_ranges)) else None
 
 
-def _identity(reduction_type, dtype):
-    """What a masked-off element of the last chunk adds to the reduction."""
-    if reduction_type in ("sum", "any"):
-        return 0
-    if reduction_type == "prod":
-        return 1
-    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
-    extreme = float("inf") if dtype.is_floating_point else info.max
-    return -extreme if reduction_type == "max" else extreme
-
-
 def _split(graph, buf, split):
     """A row of `rnumel` in `split` chunks of `ceil(rnumel / split)`; where they do not divide
     it, the last chunk's elements past the row's end are masked to the reduction's identity."""
@@ -142,7 +132,7 @@ def _split(graph, buf, split):
         if chunk * split == rnumel:
             return body()
         inside = ops.lt(ops.index_expr(flat, torch.int64), ops.index_expr(sympy.Integer(rnumel), torch.int64))
-        return ops.masked(inside, body, _identity(node.reduction_type, node.src_dtype))
+        return ops.masked(inside, body, reduction_identity(node.reduction_type, node.src_dtype))
     partial = StorageBox(Reduction(node.device, partial_dtype, first, [split, *node.ranges], [chunk],
                                    node.reduction_type, node.src_dtype, origins=set(node.origins))).realize()
     graph.buffers.remove(partial)

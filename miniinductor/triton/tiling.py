@@ -73,10 +73,17 @@ def reduction_order(group) -> list[int] | None:
     if m < 2 or not all(map(is_static, group.Q)) or any(
             getattr(node.node.data, "reduction_type", None) in ("argmax", "argmin") for node in group.nodes):
         return None
-    cvars, sizes = canonical_vars(n + m), group.R + group.Q
-    rows = [c[n:] for node in group.nodes if len(getattr(node, "outer", ())) + len(getattr(node, "inner", ())) == n + m
-            for c in (_coefficients(dep, cvars, sizes) for dep in node.reads) if c is not None and any(c[n:])]
+    rows = [c[n:] for _, c in reduction_loads(group.nodes, group.R, group.Q) if any(c[n:])]
     return stride_order(rows, group.Q)
+
+
+def reduction_loads(nodes, R, Q) -> list[tuple]:
+    """(dep, its integer stride on each dim of R + Q) for each affine load of the `nodes` whose
+    loops span R x Q: the loads in a reduction group's loop (ext/cost_model weighs them too)."""
+    n = len(R) + len(Q)
+    cvars, sizes = canonical_vars(n), list(R) + list(Q)
+    return [(dep, c) for node in nodes if len(getattr(node, "outer", ())) + len(getattr(node, "inner", ())) == n
+            for dep in node.reads if (c := _coefficients(dep, cvars, sizes)) is not None]
 
 
 def stride_order(rows, sizes) -> list[int] | None:

@@ -76,9 +76,7 @@ def combinable(group, policy: BackendPolicy) -> str | None:
     if any(getattr(n, "is_template", False) for n in group.nodes):
         return "a GEMM template (its kernel is a tile loop of its own)"
     if (own := next((n.keeps_own_kernel for n in group.nodes if getattr(n, "keeps_own_kernel", "")), "")):
-        return own   # (an extension's node that needs a kernel of its own: ext/scatter's)
-    if any(getattr(n, "is_scan", False) for n in group.nodes):
-        return "a scan (ext/scan: a kernel of its own kind)"
+        return own   # (an extension's node that needs a kernel of its own: ext/scatter's, ext/scan's)
     if not all(map(is_static, group.R)):
         return "symbolic sizes (a combo's program ranges are fixed at compile time)"
     if math.prod(group.R) >= COMBO_MAX_NUMEL:

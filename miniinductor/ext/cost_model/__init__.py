@@ -30,11 +30,10 @@ from __future__ import annotations
 import math
 
 from ...config import declare_extension
-from ...ir.indexing import canonical_vars
 from ...ir.sizevars import size_hint
 from ...passes import FUSION_RULES
 from ...scheduler import fusion
-from ...triton.tiling import _coefficients, stride_order
+from ...triton.tiling import reduction_loads, stride_order
 from ...virtualized import V
 
 SECTOR_BYTES = 32   # a GPU's memory transaction (an L2 sector); a CPU cache line holds two
@@ -56,12 +55,10 @@ def scattered_bytes(nodes, R, Q) -> int:
     if not Q:
         return 0
     n, m = len(R), len(Q)
-    sizes, cvars = list(R) + list(Q), canonical_vars(n + m)
-    deps = {(dep.name, dep.index): dep for node in nodes   # a load two nodes make is made once
-            if len(getattr(node, "outer", ())) + len(getattr(node, "inner", ())) == n + m for dep in node.reads}
-    loads = [(dep.name, c) for dep in deps.values() if (c := _coefficients(dep, cvars, sizes)) is not None]
+    # a load two nodes make is made once
+    loads = {(dep.name, dep.index): (dep.name, c) for dep, c in reduction_loads(nodes, R, Q)}.values()
     order = stride_order([c[n:] for _, c in loads if any(c[n:])], Q) or list(range(m))
-    inner, total = n + order[-1], math.prod(int(s) for s in sizes)
+    inner, total = n + order[-1], math.prod(int(s) for s in list(R) + list(Q))
     wasted = 0
     for name, c in loads:
         itemsize = _itemsize(name)

@@ -68,8 +68,9 @@ class ScanBuffer(ComputedBuffer):
 
 class ScanSchedulerNode(SchedulerNode):
     """A scan's node: loops as a pointwise node's (its whole range), computed by a kernel of
-    its own (`is_scan`: the combo kernels and the fusion rules leave it alone)."""
+    its own (`is_scan`: the fusion rules leave it alone; `keeps_own_kernel`: so do the combo kernels)."""
     is_scan = True
+    keeps_own_kernel = "a scan (ext/scan: a kernel of its own kind)"
 
     @property
     def scan(self) -> Scan:
