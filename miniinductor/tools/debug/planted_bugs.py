@@ -58,7 +58,8 @@ def reversed_row_reads(graph: str | None = None):
 
     def load(self, name, index):
         here = graph is None or V.graph.name == graph
-        if here and self.block is not None and self.reduction_vars and self.block is not self.blocks[0]:
+        in_memory = name not in self.removed   # a buffer kept in registers has no other row to read
+        if here and in_memory and self.block is not None and self.reduction_vars and self.block is not self.blocks[0]:
             r, n = self.reduction_vars[-1], self.reduction_ranges[-1]
             index = sympy.sympify(index).subs(r, n - 1 - r)
         return real(self, name, index)
