@@ -1,13 +1,11 @@
 """The driver: Dynamo's graph → capture → one compiled callable per ATen graph.
 
-Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point: capture/
-turns Dynamo's graph into ATen graphs) and `compile_fx_inner` (one ATen graph → a boxed
-callable). `compile_graph` runs the stages of passes.py in order, each a loop over its
-registered passes; the core's passes are registered at the bottom of this file, the Triton
-backend's by miniinductor/triton/, the extensions' by miniinductor/ext/ (`python -m
-miniinductor passes` prints the list). `CompiledGraph` keeps every artifact so that each phase can be printed afterwards, and the
-record of every pass (`passes`); `lower` and `schedule` can be run alone to stop after a
-phase. Leaves out Inductor's FX graph cache, its post-grad pattern matcher and AOT packaging.
+Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point) and
+`compile_fx_inner` (one ATen graph → a boxed callable). `compile_graph` runs the stages of
+passes.py in order (`python -m miniinductor passes` lists them); `CompiledGraph` keeps every
+artifact, to print each phase afterwards, and a record of every pass. Inductor's FX graph
+cache is an extension (ext/fx_graph_cache, through GRAPH_COMPILERS); its post-grad pattern
+matcher and AOT packaging are left out.
 """
 from __future__ import annotations
 
@@ -30,7 +28,7 @@ from .config import Config
 from .logs import get_logger
 from .lowering import GraphLowering
 from .lowering.graph import graph_device
-from .passes import Context, Pass, kernel_kind, make_kernel, register, run_stage
+from .passes import GRAPH_COMPILERS, Context, Pass, kernel_kind, make_kernel, register, run_stage
 from .runtime.cpp_builder import write_source
 from .scheduler import FusedGroup, Scheduler
 from .virtualized import V
@@ -284,7 +282,10 @@ def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm
         return make_boxed_func(gm.forward)
     data_dependent = _data_dependent_ops(gm)
     try:   # the ops that make data-dependent sizes run in ATen; the rest is compiled around them
-        compiled = compile_graph(gm, example_inputs, config, name)
+        compile_ = compile_graph
+        for extension, wrap in GRAPH_COMPILERS:
+            compile_ = wrap(compile_) if config.uses(extension) else compile_
+        compiled = compile_(gm, example_inputs, config, name)
     except Exception as exc:
         if not data_dependent:
             raise

@@ -143,6 +143,8 @@ declare(
            "or g++)."),
     Option("trace", str, lambda: os.environ.get("MINIINDUCTOR_TRACE") or None, "Folder to write a trace of every "
            "compiled graph into (default: $MINIINDUCTOR_TRACE).", optional=True),
+    Option("pass_snapshots", bool, False, "Print each stage's object before and after every pass (the report's "
+           "pass viewer; slows compiling)."),
     Option("fallback_all", bool, False, "Lower nothing: every op runs as an ATen call (for debugging a wrong "
            "result)."),
     Option("fallback_ops", tuple, (), "ATen ops (as str(op), e.g. 'aten.add.Tensor') that run as ATen calls (for "

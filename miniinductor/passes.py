@@ -56,6 +56,8 @@ class PassRecord:
     extension: str
     ran: bool
     change: str = ""    # what it changed (a count of rewrites, groups before and after); "" = nothing
+    before: str = None  # the stage's object printed before and after it (option pass_snapshots)
+    after: str = None
 
     def __str__(self):
         state = (self.change or "no change") if self.ran else "off"
@@ -109,6 +111,9 @@ FUSION_RULES: list = []
 DECOMPOSITIONS: dict = {}
 #: custom ops the partitioner may fuse and recompute, as it does Inductor's prims (triton/softmax.py's)
 PARTITIONER_OPS: list = []
+#: [(extension, wrap(compile_graph) -> compile_graph)]: what compiles one ATen graph in
+#: compile_fx_inner, wrapped by each extension in use (ext/fx_graph_cache looks graphs up first)
+GRAPH_COMPILERS: list = []
 #: import lines every generated wrapper has, after the core's (the Triton backend's `load_module`)
 WRAPPER_IMPORTS: list = []
 
@@ -173,16 +178,26 @@ def run_stage(stage: str, obj, ctx: Context):
     for p in PASSES:
         if p.stage != stage:
             continue
-        ran = p.runs(ctx)
-        change = ""
-        if ran:
+        record = PassRecord(stage, p.name, p.extension, p.runs(ctx))
+        if record.ran:
             before, ctx._note = _summary(obj), ""
+            record.before = snapshot(obj) if ctx.config.pass_snapshots else None
             out = p.run(obj, ctx)
             obj = obj if out is None else out
             after = _summary(obj)
-            change = ctx._note or (f"{before} -> {after}" if before and after and before != after else "")
-        ctx.records.append(PassRecord(stage, p.name, p.extension, ran, change))
+            record.change = ctx._note or (f"{before} -> {after}" if before and after and before != after else "")
+            record.after = snapshot(obj) if ctx.config.pass_snapshots else None
+        ctx.records.append(record)
     return obj
+
+
+def snapshot(obj) -> str | None:
+    """A stage's object as text, for the report's pass viewer; None for a callable."""
+    if hasattr(obj, "print_readable"):   # an fx.GraphModule
+        return obj.print_readable(print_output=False)
+    if isinstance(obj, dict):   # the kernels
+        return "\n\n".join(f"# {name}\n{getattr(k, 'source', k)}" for name, k in obj.items())
+    return None if callable(obj) else str(obj)
 
 
 def describe(ctx: Context) -> str:

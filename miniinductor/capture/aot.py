@@ -1,40 +1,25 @@
 """Capture: Dynamo's FX graph → AOTAutograd → ATen forward (and backward) graphs.
 
-Mirrors the capture half of `compile_fx` in `torch/_inductor/compile_fx.py` (whose other
-half, the backend entry point, is our compile_fx.py's `compile_fx`). `aot_module_simplified` traces
-the Dynamo graph through the ATen dispatcher with our decomposition table, functionalizes
-it (no in-place ops or aliasing left inside), and -- when gradients are needed -- splits it
-into a forward and a backward graph -- with Inductor's partitioner, which saves for the
-backward only what is cheaper to keep than to recompute (a min cut: pointwise values are
-recomputed from fewer saved tensors); we then label each saved activation with the forward
-buffer whose memory it is (`partition`), for the backward's memory plan. Each is handed to `compile_fx_inner` (our compiler
-proper); AOTAutograd stitches the compiled pieces into an autograd.Function. A graph with
-symbolic sizes is traced as it is, in Dynamo's ShapeEnv, and compiled generic in its sizes
-(ir/sizevars.py); where that raises `SymbolicUnsupported` (an op we cannot lower with
-symbolic sizes yet), the whole Dynamo graph is compiled once per concrete shape instead
-(specialize.py), and a backward graph that fails alone (AOTAutograd compiles it lazily, after
-the forward already runs) is re-traced and compiled per shape (`specialize.PerShape`).
-Compiled autograd's backward graph, which takes its tensors boxed in one list, is first
-flattened (Dynamo's `flatten_graph_inputs`, as in Inductor).
+Mirrors the capture half of `compile_fx` in `torch/_inductor/compile_fx.py`. AOTAutograd
+(called through Dynamo's `aot_autograd` helper, as Inductor does: DDP's graph splitting reads
+its call count, docs/design_notes.md) traces the Dynamo graph through the ATen dispatcher with
+our decompositions and functionalizes it; when gradients are needed, Inductor's partitioner
+splits it into a forward and a backward (a min cut: cheap pointwise values are recomputed,
+not saved), and we label each saved activation with the forward buffer whose memory it is
+(`partition`), for the backward's memory plan. Each graph goes to `compile_fx_inner`.
 
-Like Inductor, we call AOTAutograd through Dynamo's `aot_autograd` backend helper, not
-`aot_module_simplified` directly: DDP's graph splitting reads the call count it keeps
-(docs/design_notes.md says how it failed without).
+Symbolic sizes are traced as they are and compiled generic in them (ir/sizevars.py); where
+that raises `SymbolicUnsupported`, the Dynamo graph is compiled once per concrete shape
+(specialize.py; a lazily compiled backward that fails alone is re-traced per shape). Compiled
+autograd's backward graph (tensors boxed in one list) is flattened first, as in Inductor.
+Input mutations stay in the graph (`keep_inference_input_mutations`): a graph writing its
+inputs (an optimizer step, BatchNorm's running statistics) ends with `aten.copy_(input,
+new)`, stored straight into the input (`GraphLowering.mutate_input`). `autocast_enabled`
+acts here: the trace runs under `torch.autocast`, so the graphs hold autocast's casts.
 
-Input mutations stay in the graph (`keep_inference_input_mutations`, as Inductor asks): a graph
-that writes into its inputs (an optimizer step, `x.add_(1)`; in training, BatchNorm's running
-statistics) ends with `aten.copy_(input, new_value)`, which lowering stores straight into the
-input's memory (`GraphLowering.mutate_input`). Without it AOTAutograd returned the new values
-and copied them back outside our code: one `aten::copy_` per mutated input per call.
-
-One option acts here, `autocast_enabled`: the trace runs under `torch.autocast`, so the
-ATen graphs hold autocast's casts (`_to_copy` to bfloat16 before a matmul...) and the
-compiled code does what eager does under autocast, without autocast being on at run time.
-
-Extensions act here through two stages of passes.py, run with a Context of this capture
-(config, the inputs' device, no backend policy yet): `capture` may wrap the inference
-compiler (ext/freezing freezes the graph before compiling it), and `joint_graph` rewrites
-the joint graph before the partitioner splits it (ext/joint_graph).
+Extensions act through two stages of passes.py, with a Context of this capture: `capture`
+may wrap the inference compiler (ext/freezing), `joint_graph` rewrites the joint graph
+before the partitioner (ext/joint_graph).
 """
 from __future__ import annotations
 

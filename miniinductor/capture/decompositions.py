@@ -1,14 +1,11 @@
 """The decomposition table: which ATen ops AOTAutograd rewrites into simpler ones first.
 
 Mirrors `torch/_inductor/decomposition.py`. Decomposing keeps the lowering table small:
-softmax becomes `prepare_softmax_online` for Triton kernels (each row's max and sum of exp, triton/softmax.py),
-sub, exp and div; layer norm becomes var_mean-style sums, GELU becomes erf or tanh
-arithmetic, and so on, and every piece is something we lower natively.
-
-Our table = PyTorch's core-ATen decompositions (the ops that define the "core ATen" opset)
-+ the composite ops in EXTRA, each decomposed because its pieces are all pointwise ops and
-reductions that fuse into few kernels, where the ATen kernel would be one opaque call
-- the ones in NOT_DECOMPOSED (one of them unsafe for any compiler: read its comment).
+softmax becomes sub, exp, sum and div (`prepare_softmax_online` on Triton, triton/softmax.py),
+layer norm var_mean-style sums, GELU erf or tanh arithmetic: pieces we lower natively.
+Our table = PyTorch's core-ATen decompositions + the composite ops in EXTRA (their pieces
+fuse into few kernels where the ATen kernel is one opaque call) - NOT_DECOMPOSED (one of
+them unsafe for any compiler: read its comment).
 
 How it differs from Inductor's table, every difference with its reason:
   - core ATen decompositions Inductor drops and we keep: KEPT_THOUGH_INDUCTOR_EXCLUDES;

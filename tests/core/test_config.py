@@ -41,6 +41,7 @@ def non_default_options(tmp_path) -> dict:
         "coordinate_descent_tuning": True,
         "gemm_fp32_precision": "tf32x3",
         "trace": str(tmp_path / "trace"),
+        "pass_snapshots": True,
         "fallback_all": True,
         "fallback_ops": ("aten.mul.Tensor",),
         "fusion": False,
