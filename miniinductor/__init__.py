@@ -23,10 +23,10 @@ from .logs import set_logs
 from .tools.debug.accuracy import debug_accuracy  # noqa: F401
 from .tools.debug.compare import compare  # noqa: F401
 from .tools.debug.explain import explain  # noqa: F401
+from .tools.debug.structured_trace import log_structured_trace  # noqa: F401  (registers itself: TORCH_TRACE, for tlparse)
 from .tools.debug.trace import trace_compiled_graph
 
 set_logs()  # honour $MINIINDUCTOR_LOGS
-
 __version__ = "0.1.0"
 
 

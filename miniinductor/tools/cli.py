@@ -43,7 +43,9 @@ from miniinductor.config import EXTENSIONS, Config
 from miniinductor.tools import demo, exercises, fallbacks, linecount, tour
 from miniinductor.tools.debug.compare import compare, max_abs_error
 from miniinductor.tools.debug.explain import decision_lines, kernel_lines
+from miniinductor.tools.debug.provenance import provenance_lines
 from miniinductor.tools.models import MLP, GPT2Block
+from miniinductor.tools.zoo import ZOO
 
 from ..logs import plural
 
@@ -103,6 +105,22 @@ BUILTINS = {
     "pointwise": ("tanh(x) * sigmoid(x) + 1, input (default 1024)",
                   lambda shapes, randn: (pointwise, [randn(*_one_shape("pointwise", shapes, (1024,)))])),
 }
+
+
+def _zoo_model(name):
+    """The zoo's model `name` in eval mode, with the inputs the zoo makes at its config."""
+    def build(shapes, randn):
+        if shapes:
+            raise CLIError(f"zoo model {name!r} makes its own inputs (config {ZOO[name].config}); --shape is not taken")
+        entry, probe = ZOO[name], randn(0)
+        args, _ = entry.make_inputs(dict(entry.config), torch.Generator().manual_seed(0))
+        inputs = [a.to(probe.device, probe.dtype if a.is_floating_point() else a.dtype) for a in args]
+        return entry.make_model(dict(entry.config)).eval(), inputs
+    return build
+
+
+BUILTINS.update({name: (f"the zoo's {name} (miniinductor/tools/zoo), forward only, at its config", _zoo_model(name))
+                 for name in ZOO})
 
 
 def _need_rank(name, shape, rank):
@@ -237,6 +255,12 @@ def print_summary(name, inputs, result, error: float) -> None:
     print(f"max abs error vs eager: {error:.3e}")
 
 
+def print_provenance(result) -> None:
+    """`explain --provenance`: each kernel's user source lines (provenance.py)."""
+    print("provenance: the user source lines (file:line) each kernel came from")
+    print("\n".join(provenance_lines(result.graphs)))
+
+
 def explain_command(args) -> int:
     name, fn, inputs = resolve_target(args)
     for out in ([] if args.no_trace else [Path(args.trace)]) + [Path(args.report).parent]:
@@ -266,6 +290,8 @@ def explain_command(args) -> int:
             raise CLIError(f"compiling {name} failed: {_one_line(exc)} (--traceback shows where)") from exc
 
     print_summary(name, inputs, result, max_abs_error(result.outputs, expected))
+    if args.provenance:
+        print_provenance(result)
     if args.compare:
         print(comparison)
     try:
@@ -309,6 +335,8 @@ def add_explain_arguments(parser: argparse.ArgumentParser) -> None:
                              "./miniinductor_report.html)")
     parser.add_argument("--compare", action="store_true",
                         help="also run eager and real Inductor; their table goes into the report")
+    parser.add_argument("--provenance", action="store_true",
+                        help="print, per kernel, the user source lines (file:line) it came from")
 
 
 EXPLAIN_EPILOG = "built-in models:\n" + "\n".join(f"  {k:12s} {v[0]}" for k, v in BUILTINS.items()) + """

@@ -6,6 +6,7 @@ opened in a real browser by test_report_browser.py.
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 import runpy
@@ -31,7 +32,7 @@ TRACE_FILES = ["fx_graph.py", "aten_graph.py", "aten_graph.txt", "ir_pre_fusion.
                "schedule.txt", "fusion_decisions.json", "memory_plan.txt", "memory_plan.json",
                "output_code.py", "kernels.cpp", "fusion_graph.dot", "fusion_graph.svg", "fusion_graph.png",
                "report.html"]
-SECTION_IDS = ["summary", "timings", "g0-phases", "g0-kernels", "g0-fusion-graph", "g0-decisions", "g0-memory"]
+SECTION_IDS = ["summary", "timings", "g0-phases", "g0-source", "g0-kernels", "g0-fusion-graph", "g0-decisions", "g0-memory"]
 
 
 def require_dot():
@@ -273,6 +274,27 @@ def test_report_sections_links_and_escaping(gpt2, tmp_path):
     assert "i0 &lt; 2" in text and "i0 < 2" not in text
     assert "<svg" in text and "memchart" in text and "eager estimate peak" in text
     assert "miniinductor" in text[text.index('id="timings"'):]
+
+
+def test_report_links_kernels_and_user_source_lines(gpt2):
+    """Each user source line of the block's forward is a row carrying the keys of the kernels it
+    became (hovering either lights the other, through data-k); each kernel row lists its lines."""
+    text = render_report(gpt2.graphs)
+    section = text[text.index('id="g0-source"'):text.index('id="g0-kernels"')]
+    rows = re.findall(r'<tr class="src" data-k="([^"]+)"><td class="loc" title="([^"]+)">([^<]+)</td><td><code>([^<]*)</code>', section)
+    assert rows
+    lines = {}
+    for keys, file, loc, code in rows:
+        assert file.endswith("tools/models.py")
+        line = int(loc.rsplit(":", 1)[1])
+        assert open(file).read().splitlines()[line - 1].strip() == html.unescape(code)
+        for key in keys.split():
+            lines.setdefault(key.removeprefix("g0:"), []).append(loc)
+    assert set(kernel_names(gpt2.graphs[0])) <= set(lines)   # every kernel has a line
+    kernels = text[text.index('id="g0-kernels"'):text.index('id="g0-fusion-graph"')]
+    for k in kernel_names(gpt2.graphs[0]):
+        row = re.search(rf'<tr data-k="g0:{k}">.*?</tr>', kernels).group(0)
+        assert all(loc in row for loc in lines[k]), k
 
 
 def test_report_without_fusion(tmp_path):

@@ -31,6 +31,7 @@ from pathlib import Path
 from ...logs import plural
 from .fusion_graph import INSTALL_HINT, build_fusion_graph, fusion_graph_svg, human_bytes
 from .memory import eager_peak
+from .provenance import GraphProvenance
 from .report_columns import (  # noqa: F401  (GraphLinks and LANGUAGE_NAMES: importable from here too)
     LANGUAGE_NAMES,
     GraphLinks,
@@ -40,6 +41,8 @@ from .report_columns import (  # noqa: F401  (GraphLinks and LANGUAGE_NAMES: imp
     _ir_column,
     _origin_links,
     _schedule_column,
+    _source_cell,
+    _source_section,
 )
 from .sizes import describe_sizes
 
@@ -167,9 +170,9 @@ def _timings_section(timings) -> str:
             + f"</tr></thead><tbody>{body}</tbody></table>")
 
 
-def _kernels_table(cg, links: GraphLinks, errors=None) -> str:
+def _kernels_table(cg, links: GraphLinks, errors=None, prov=None) -> str:
     """errors: {buffer: largest error} (from debug_accuracy) adds a per-buffer error column."""
-    rows = []
+    rows, prov = [], prov or GraphProvenance(cg)
     for k, group in links.groups.items():
         error_cell = ""
         if errors is not None:
@@ -177,10 +180,10 @@ def _kernels_table(cg, links: GraphLinks, errors=None) -> str:
                                                  for n in group.get_names())) + "</td>"
         rows.append(f'<tr{links.data_k([k])}><td><a href="#{links.anchor("kernel", k)}">{_esc(k)}</a></td>'
                     f'<td>{_esc(", ".join(group.get_names()))}</td>'
-                    f'<td>{_origin_links(links, links.kernel_origins(k))}</td>'
+                    f'<td>{_origin_links(links, links.kernel_origins(k))}</td><td>{_source_cell(prov, k)}</td>'
                     f"<td class=num>{human_bytes(cg.kernels[k].bytes_moved)}</td>{error_cell}</tr>")
     error_head = "<th>max error per buffer</th>" if errors is not None else ""
-    return ("<table><thead><tr><th>kernel</th><th>buffers</th><th>source ops</th><th>moves</th>"
+    return ("<table><thead><tr><th>kernel</th><th>buffers</th><th>source ops</th><th>user source</th><th>moves</th>"
             f"{error_head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
 
 
@@ -217,9 +220,11 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
     if compact:
         phases = (f'<details id="{p}-phases"><summary>Phases, side by side</summary>'
                   f'<div class="phases">{cols}</div></details>')
+    prov = GraphProvenance(cg)
     return "".join([
         head, phases,
-        f'<section id="{p}-kernels"><h3>Kernels</h3>{_kernels_table(cg, links, errors)}</section>',
+        f'<section id="{p}-source"><h3>User source lines</h3>{_source_section(cg, links, prov)}</section>',
+        f'<section id="{p}-kernels"><h3>Kernels</h3>{_kernels_table(cg, links, errors, prov)}</section>',
         f'<section id="{p}-fusion-graph"><h3>Fusion graph</h3>{_fusion_graph_section(cg, links)}</section>',
         f'<section id="{p}-decisions"><h3>Why (not) fused</h3>{_decisions_table(cg, links)}</section>',
         f'<section id="{p}-memory"><h3>Memory timeline</h3>{_memory_section(cg)}</section>',
@@ -308,6 +313,7 @@ CSS = """
 .mi-report .colbody{overflow:auto;max-height:min(75vh,950px);padding:4px 6px}
 .mi-report .ln{display:block}
 .mi-report .loc{color:#888}
+.mi-report table.source td.loc{white-space:nowrap}
 .mi-report pre.ir{border-bottom:1px dashed #e0e0e0;padding:2px 0}
 .mi-report pre.dead{color:#aaa}
 .mi-report .kcard {

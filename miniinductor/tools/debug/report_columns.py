@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ...scheduler import FusedGroup
 from .fusion_graph import human_bytes
+from .provenance import GraphProvenance
 
 _esc = html.escape
 LANGUAGE_NAMES = {"cpp": "C++", "triton": "Triton"}   # GeneratedKernel.language → a label
@@ -212,3 +213,28 @@ def _code_column(cg, links: GraphLinks) -> str:
     parts.append(f'<div class="code"><div class="kname">wrapper <span class="muted">{_esc(cg.path)}</span></div>'
                  f'<pre>{"".join(wrapper)}</pre></div>')
     return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- user source lines
+def _source_section(cg, links: GraphLinks, prov: GraphProvenance) -> str:
+    """Each user source line (from the ATen nodes' stack traces, provenance.py) and the kernels and
+    extern calls it became; a row carries their data-k, so hovering a line lights its kernels and
+    hovering a kernel anywhere lights its lines."""
+    rows = [f'<tr class="src"{links.data_k(ks)}><td class="loc" title="{_esc(line.file)}">{_esc(line.loc)}</td>'
+            f"<td><code>{_esc(line.code)}</code></td><td>"
+            + ", ".join(f'<a href="#{links.anchor("kernel", k)}">{_esc(k)}</a>' for k in ks) + "</td></tr>"
+            for line, ks in prov.source_lines().items()]
+    missing = [k.name for k in prov.kernels if not k.source_lines]
+    note = (f'<p class="muted">No user source line for {_esc(", ".join(missing))} (no stack trace on its ATen '
+            "nodes nor on the Dynamo nodes they came from).</p>" if missing else "")
+    if not rows:
+        return '<p class="muted">No ATen node carries a user stack trace.</p>' + note
+    return ('<table class="source"><thead><tr><th>line</th><th>user code</th><th>became</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>" + note)
+
+
+def _source_cell(prov: GraphProvenance, kernel: str) -> str:
+    """The user source lines of one kernel, for the kernels table."""
+    k = next((k for k in prov.kernels if k.name == kernel), None)
+    lines = k.source_lines if k else []
+    return "<br>".join(f'<span title="{_esc(s.code)}">{_esc(s.loc)}</span>' for s in lines) or '<span class="muted">-</span>'
