@@ -73,6 +73,7 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
     training = _needs_grad(gm, example_inputs)
     ctx = Context(config, None, _device(example_inputs), example_inputs=example_inputs, gm=gm)
     ctx.facts.update(training=training, flattened=flattened)
+    dynamo_gm.meta["capture_passes"] = ctx.records   # the report shows these passes (no CompiledGraph has them)
     inference = compiler("inference")
     wrapped = run_stage("capture", inference, ctx)
     if wrapped is not inference:

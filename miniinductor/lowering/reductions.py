@@ -43,8 +43,7 @@ def make_reduction(x, dims, keepdim, reduction_type, dtype=None, src_dtype=None,
 
     The same reduction of the same value is computed once per graph: layer norm's
     decomposition sums x for its mean and again inside a two-pass `var`; the second gets the
-    first's buffer, reshaped where keepdim differs, and the kernel one pass less over each
-    row."""
+    first's buffer, reshaped where keepdim differs, and the kernel one pass less over each row."""
     size = x.get_size()
     dims = _dims(x, dims)
     kept = [d for d in range(len(size)) if d not in dims]

@@ -125,7 +125,7 @@ class FusedGroup:
 
     def __str__(self):
         loops = f"{self.R}" + (f" x reduction {self.Q}" if self.Q else "")
-        return f"{self.kernel_name}: {', '.join(self.get_names())} over {loops}"
+        return f"{self.kernel_name or 'group'}: {', '.join(self.get_names())} over {loops}"
 
 
 def overwritten_by(nodes, mutations: dict[str, str]) -> dict[str, list[str]]:
@@ -413,6 +413,6 @@ class Scheduler:
         """The groups of the schedule that read `name`, in order."""
         return self._readers.get(name, [])
 
-    def __str__(self):
+    def __str__(self):   # the groups, until `order` has made the schedule
         return "\n".join(str(g) if isinstance(g, FusedGroup) else f"extern: {g.get_name()}"
-                         for g in self.schedule)
+                         for g in self.schedule or self.groups)

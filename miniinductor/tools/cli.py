@@ -268,7 +268,7 @@ def explain_command(args) -> int:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CLIError(f"cannot create folder {out}: {exc.strerror or exc}") from None
-    options = dict(args.option or [])
+    options = {"pass_snapshots": True, **dict(args.option or [])}   # the report's pass viewer
     try:
         miniinductor.compile(fn, **options)   # checks the options; compiles nothing yet
     except (ValueError, TypeError) as exc:
@@ -352,7 +352,7 @@ def accuracy_command(args) -> int:
     name, fn, inputs = resolve_target(args)
     if args.shape and not args.no_backward:   # random --shape inputs: their gradients are checked too
         inputs = [x.requires_grad_() if x.is_floating_point() else x for x in inputs]
-    options = dict(args.option or [])
+    options = ({"pass_snapshots": True} if args.report else {}) | dict(args.option or [])   # the report's pass viewer
     levels = [lv for lv in args.levels.split(",") if lv] if args.levels != "none" else []
     try:
         report = miniinductor.debug_accuracy(fn, *inputs, backward=not args.no_backward, rtol=args.rtol,

@@ -95,7 +95,8 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
               "n_head": args.n_head, "device": str(device), "torch": torch.__version__,
               "threads": torch.get_num_threads(), "repeats": args.repeats}
     # eager, miniinductor and Inductor, run and timed in turn (inference, no_grad)
-    comparison = compare(model, x, repeats=args.repeats, inductor=not args.skip_inductor)
+    # (pass_snapshots: each pass's before and after, for the HTML report's pass viewer)
+    comparison = compare(model, x, repeats=args.repeats, inductor=not args.skip_inductor, pass_snapshots=True)
     report = DemoReport(config, comparison)
     eager, mini, ind = (comparison[name] for name in BACKENDS)
     for row in (mini, ind):

@@ -90,9 +90,12 @@ def test_report_script_runs_without_console_errors(report, tmp_path):
     dom = result.stdout
     assert 'id="report-js-ok"' in dom and 'data-js-ready="1"' in dom, "the report's script did not finish"
     for section in ("summary", "timings", "g0-phases", "g0-kernels", "g0-fusion-graph", "g0-decisions",
-                    "g0-memory"):
+                    "g0-memory", "g0-passes", "g0-pv"):
         assert f'id="{section}"' in dom, section
     assert "<svg" in dom
+    # explain() keeps each pass's before and after: the pass viewer shows the first change
+    assert 'data-pv-ready="1"' in dom and "no snapshots" not in dom
+    assert re.search(r'class="pv-item changed on"', dom) and 'class="pv-add"' in dom
     assert console_lines(result.stderr) == [], "\n".join(console_lines(result.stderr))
 
 

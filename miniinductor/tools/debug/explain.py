@@ -94,6 +94,9 @@ class ExplainResult:
 
 
 def explain(fn, *example_inputs, **options) -> ExplainResult:
+    """Compile `fn` afresh with `**options` and run it once. Each pass's before and after is
+    kept for the report's pass viewer (`pass_snapshots=True`, unless `pass_snapshots=False`)."""
+    options.setdefault("pass_snapshots", True)
     torch._dynamo.reset()
     with collect_compiled() as graphs:
         outputs = mi_compile(fn, **options)(*example_inputs)

@@ -12,6 +12,8 @@ network) holding
   * the fusion graph (fusion_graph.py) as inline SVG, its nodes linking to the IR;
   * the "why (not) fused" table of every `FusionDecision`;
   * the memory timeline: live bytes after each step of the wrapper against eager's peak;
+  * the pass viewer (pass_viewer.py): every pass in order, the stage's object before and
+    after it and the difference, stepped through with the keyboard;
   * timings, when given (e.g. from `miniinductor.compare`).
 
 The five phase columns and the links between them are in report_columns.py; the other
@@ -29,6 +31,7 @@ import re
 from pathlib import Path
 
 from ...logs import plural
+from . import pass_viewer
 from .fusion_graph import INSTALL_HINT, build_fusion_graph, fusion_graph_svg, human_bytes
 from .memory import eager_peak
 from .provenance import GraphProvenance
@@ -188,16 +191,6 @@ def _kernels_table(cg, links: GraphLinks, errors=None, prov=None) -> str:
 
 
 # --------------------------------------------------------------------------- the page
-def _passes_table(cg) -> str:
-    """Every pass of passes.py, in order, for this graph: its extension, whether it ran, what it changed."""
-    records = getattr(cg, "passes", None) or []
-    rows = [f'<tr class="{"ran" if r.ran else "off"}"><td>{_esc(r.stage)}</td><td>{_esc(r.name)}</td>'
-            f'<td>{_esc(r.extension)}</td><td>{"ran" if r.ran else "off"}</td><td>{_esc(r.change)}</td></tr>'
-            for r in records]
-    return ('<table class="passes"><thead><tr><th>stage</th><th>pass</th><th>extension</th><th>ran</th>'
-            "<th>what it changed</th></tr></thead><tbody>" + "\n".join(rows) + "</tbody></table>")
-
-
 def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
     p = f"g{index}"
     links = GraphLinks(cg, p)
@@ -228,7 +221,7 @@ def _graph_section(cg, index: int, fx_gm, compact: bool, errors=None) -> str:
         f'<section id="{p}-fusion-graph"><h3>Fusion graph</h3>{_fusion_graph_section(cg, links)}</section>',
         f'<section id="{p}-decisions"><h3>Why (not) fused</h3>{_decisions_table(cg, links)}</section>',
         f'<section id="{p}-memory"><h3>Memory timeline</h3>{_memory_section(cg)}</section>',
-        f'<section id="{p}-passes"><h3>Passes</h3>{_passes_table(cg)}</section>',
+        f'<section id="{p}-passes"><h3>Passes</h3>{pass_viewer.section(cg, p)}</section>',
         "</section>"])
 
 
@@ -267,7 +260,8 @@ def render_report(graphs, *, title: str = "miniinductor compile report", timings
             + "".join(_graph_section(cg, i, fx_gms[i] or getattr(cg, "fx_graph_module", None), compact, errors[i])
                       for i, cg in enumerate(graphs))
             + f'<section id="timings"><h2>Timings</h2>{_timings_section(timings)}</section>'
-            + f"<style>{CSS}</style><script>{JS.replace('__RID__', rid)}</script></div>")
+            + f"<style>{CSS}{pass_viewer.CSS}</style><script>{JS.replace('__RID__', rid)}"
+            + f"{pass_viewer.JS.replace('__RID__', rid)}</script></div>")
     if not full_page:
         return body
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
