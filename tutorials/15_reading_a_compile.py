@@ -1,0 +1,165 @@
+# %% [markdown]
+# # Tutorial 15: Reading a compile: provenance, tlparse, the cache log, the pass viewer
+#
+# In this tutorial you will learn:
+#
+# * how to answer "**which line of my code became this kernel?**": every kernel maps to the
+#   loop-IR buffers it computes, the ATen nodes they were lowered from, the Dynamo nodes
+#   those came from, and the user's source lines (`explain(...)` + `provenance_lines`, and
+#   `python -m miniinductor explain MODEL --provenance` on the command line);
+# * how to read a miniinductor compile with **tlparse**, the tool `torch.compile` users
+#   already run: `TORCH_TRACE=dir` records our post-grad graph, our generated code and the
+#   provenance mappings beside Dynamo's graphs, under the artifact names Inductor uses;
+# * why "**the first step is slow**" only once: the compiled-graph cache, what its key holds,
+#   and what the `cache` log says on a hit, a miss (and why) and a corrupted entry;
+# * how to **step through the passes** of one compile: each pass's graph or IR before and
+#   after, and what it changed, as the HTML report's pass viewer shows it.
+#
+# Files: `miniinductor/tools/debug/provenance.py`, `miniinductor/tools/debug/structured_trace.py`,
+# `miniinductor/ext/fx_graph_cache/`, `miniinductor/tools/debug/pass_viewer.py`,
+# `miniinductor/passes.py` (`run_stage`, the `pass_snapshots` option).
+
+# %%
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import miniinductor
+from miniinductor.tools.debug.provenance import GraphProvenance, provenance_lines
+
+torch.manual_seed(0)
+out_dir = Path(tempfile.mkdtemp(prefix="miniinductor_tutorial15_"))
+ROOT = Path(miniinductor.__file__).resolve().parents[1]
+
+# %% [markdown]
+# ## 1. Which line became this kernel?
+#
+# A small MLP with a layer norm, written here so that the source lines point into this file.
+# `explain` compiles it and keeps every artifact; `GraphProvenance` walks back from each
+# kernel: its `origins` (the ATen nodes lowered into it, inlined producers too), each ATen
+# node's `stack_trace` (AOTAutograd copies Dynamo's onto the ATen nodes, and onto the
+# backward's), and the innermost frame of that trace, the user's line.
+
+# %%
+
+
+def mlp(x, w1, b1, w2, gamma, beta):
+    h = F.gelu(x @ w1 + b1)                              # [N, 4C]
+    y = x + h @ w2                                       # [N, C]
+    return F.layer_norm(y, (y.shape[-1],), gamma, beta)  # [N, C]
+
+
+N, C = 32, 16
+args = [torch.randn(N, C), torch.randn(C, 4 * C) / C**0.5, torch.randn(4 * C),
+        torch.randn(4 * C, C) / (2 * C**0.5), torch.randn(C), torch.randn(C)]
+result = miniinductor.explain(mlp, *args)
+torch.testing.assert_close(result.outputs, mlp(*args), rtol=1e-4, atol=1e-5)
+print("\n".join(provenance_lines(result.graphs)))
+
+# %% [markdown]
+# Each kernel lists the lines of `mlp` it came from: the bias + GELU kernel points at the
+# first line, the residual add and the layer norm at the last two. A kernel's line is where
+# the op was *called*: code inside torch (a `nn.LayerNorm`'s own forward) has no frame of
+# the user's, so its kernels point at the line that called the module.
+
+# %%
+prov = GraphProvenance(result.graphs[0])
+this_file = Path(__file__).name if "__file__" in globals() else "15_reading_a_compile.py"
+for k in prov.kernels:
+    print(f"{k.kind:6s} {k.name:45s} ATen {k.post_grad} <- Dynamo {k.pre_grad}")
+kernels = [k for k in prov.kernels if k.kind == "kernel"]
+assert kernels and all(k.source_lines for k in kernels), "every kernel names a user line"
+assert all(s.file.endswith(this_file) for k in kernels for s in k.source_lines)
+gelu = next(k for k in kernels if any("gelu" in n for n in k.post_grad))
+assert any("F.gelu" in s.code for s in gelu.source_lines)
+
+# %% [markdown]
+# ## 2. The same compile in tlparse
+#
+# `TORCH_TRACE=dir` makes PyTorch write a structured log of every compile: Dynamo's graphs,
+# AOTAutograd's, and whatever the backend logs through `torch._logging.trace_structured`.
+# Under miniinductor that is, per graph, the artifacts Inductor logs, with the same names and
+# payloads, so that tlparse's pages work unchanged:
+#
+# * `before_pre_grad_graph` (Dynamo's graph) and `inductor_post_grad_graph` (the ATen graph we lower);
+# * `inductor_output_code`: our generated wrapper with its kernels;
+# * `inductor_provenance_tracking_node_mappings`: kernels ↔ post-grad nodes ↔ pre-grad nodes,
+#   which tlparse's `--inductor-provenance` turns into its three linked panels;
+#
+# and three of our own: `miniinductor_provenance` (every level, with the source lines),
+# `miniinductor_fusion_decisions` and `miniinductor_memory_plan`. The variable is read when
+# torch starts, so the compile runs in a process of its own.
+
+# %%
+TRACED = """
+import torch, torch.nn.functional as F, miniinductor
+
+def mlp(x, w1, b1, w2, gamma, beta):
+    h = F.gelu(x @ w1 + b1)
+    y = x + h @ w2
+    return F.layer_norm(y, (y.shape[-1],), gamma, beta)
+
+torch.manual_seed(0)
+N, C = 32, 16
+args = [torch.randn(N, C), torch.randn(C, 4 * C), torch.randn(4 * C), torch.randn(4 * C, C), torch.randn(C), torch.randn(C)]
+torch.testing.assert_close(miniinductor.compile(mlp)(*args), mlp(*args), rtol=1e-4, atol=1e-4)
+"""
+script = out_dir / "traced.py"
+script.write_text(TRACED)
+env = {**os.environ, "TORCH_TRACE": str(out_dir / "trace"),
+       "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+subprocess.run([sys.executable, str(script)], env=env, check=True, cwd=out_dir)
+(log,) = (out_dir / "trace").glob("*.log")
+
+
+def entries(log: Path) -> list[tuple[dict, str]]:
+    """The log's records: each a glog-style line whose JSON header follows "] ", then its
+    payload on the tab-indented lines below it."""
+    out = []
+    for line in log.read_text().splitlines():
+        if line.startswith("\t") and out:
+            out[-1][1].append(line[1:])
+        elif "] {" in line:
+            out.append((json.loads(line.split("] ", 1)[1]), []))
+    return [(header, "\n".join(payload)) for header, payload in out]
+
+
+records = entries(log)
+names = [h["artifact"]["name"] if "artifact" in h else next(iter(h)) for h, _ in records]
+ours = [n for n in names if n.startswith(("inductor", "before_pre_grad", "miniinductor"))]
+print(f"{log.name}: {len(records)} records; the compiler's: {ours}")
+for name in ("before_pre_grad_graph", "inductor_post_grad_graph", "inductor_output_code",
+             "inductor_provenance_tracking_node_mappings", "miniinductor_fusion_decisions"):
+    assert name in names, name
+mappings = json.loads(next(p for h, p in records
+                           if h.get("artifact", {}).get("name") == "inductor_provenance_tracking_node_mappings"))
+code = next(p for h, p in records if "inductor_output_code" in h)
+for kernel, nodes in mappings["cppCodeToPost"].items():
+    print(f"{kernel:45s} <- {nodes}")
+    assert kernel.strip() in code   # each mapped kernel is in the logged output code
+
+# %% [markdown]
+# tlparse (`pip install tlparse`, in our dev extra) turns the log into HTML: an index per
+# compile id listing every artifact above, the output code highlighted, and with
+# `--inductor-provenance` a page with the pre-grad graph, the post-grad graph and the
+# generated code side by side, where clicking a kernel's line lights up its ATen and Dynamo
+# nodes. tlparse 0.4 takes the log file itself, not the folder.
+
+# %%
+tlparse = shutil.which("tlparse") or str(Path(sys.executable).parent / "tlparse")
+if Path(tlparse).exists():
+    subprocess.run([tlparse, str(log), "-o", str(out_dir / "tlparse"), "--overwrite", "--no-browser",
+                    "--inductor-provenance"], check=True, capture_output=True)
+    index = (out_dir / "tlparse" / "index.html").read_text()
+    assert "inductor_output_code" in index and "provenance_tracking" in index
+    print("tlparse wrote", out_dir / "tlparse" / "index.html")
+else:
+    print("tlparse is not installed (pip install tlparse): the log above is what it would read")
