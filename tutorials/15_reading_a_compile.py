@@ -26,7 +26,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import torch
@@ -163,3 +162,34 @@ if Path(tlparse).exists():
     print("tlparse wrote", out_dir / "tlparse" / "index.html")
 else:
     print("tlparse is not installed (pip install tlparse): the log above is what it would read")
+
+# %% [markdown]
+# ## 4. Step through the passes
+#
+# A compile is a list of passes (`python -m miniinductor passes`), each `run(obj, ctx)` on its
+# stage's object: the ATen graph, the loop IR, the scheduler, the kernels, the wrapper. With
+# the option `pass_snapshots` (on in `explain` and the report, off elsewhere: printing every
+# object twice per pass costs compile time), `run_stage` prints the stage's object before and
+# after each pass into its `PassRecord`. A pass that changed something has a non-empty diff.
+# The report's pass viewer shows the same records: the pass list on the left, the diff
+# (or the whole before/after) on the right; `j`/`k` step, `n`/`p` jump between passes that
+# changed something, `d`/`b`/`a` switch between diff, before and after.
+
+# %%
+from miniinductor.tools.debug.pass_viewer import diff_lines, pass_records, state_of  # noqa: E402
+
+cg = result.graphs[0]   # explain() compiled with pass_snapshots on
+for record in pass_records(cg):
+    print(f"{record.stage:11s} {record.name:28s} {state_of(record):9s} {record.change}")
+changed = [r for r in pass_records(cg) if state_of(r) == "changed"]
+assert {"lower", "fuse", "generate_kernels"} <= {r.name for r in changed}
+
+fuse = next(r for r in changed if r.name == "fuse")
+print("\nwhat `fuse` changed in the scheduler:")
+for kind, line in diff_lines(fuse.before, fuse.after):
+    print(("+ " if kind == "add" else "- " if kind == "del" else "  ") + line[1:] if kind != "hunk" else line)
+assert any(kind == "add" for kind, _ in diff_lines(fuse.before, fuse.after))
+
+report = result.write_report(out_dir / "report.html")
+assert "pv-diff" in report.read_text()
+print("the report, with its pass viewer:", report)
