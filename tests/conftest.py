@@ -31,6 +31,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 for _folder in ("core", "triton", "tools"):
     sys.path.insert(0, str(Path(__file__).resolve().parent / _folder))
 
+# The compiled-graph cache (ext/fx_graph_cache) is off in tests unless a test turns it on (its
+# own do): tests patch the compiler (planted bugs, monkeypatched passes) in ways its key cannot
+# see, and read the artifacts of each compile. Inductor's tests run with fresh caches likewise.
+os.environ.setdefault("MINIINDUCTOR_FX_GRAPH_CACHE", "0")
 BACKEND = os.environ.get("MINIINDUCTOR_TEST_BACKEND", "miniinductor")
 USING_MINIINDUCTOR = BACKEND == "miniinductor"
 # Extra miniinductor options for every compile, as JSON, so the same template

@@ -26,3 +26,4 @@ from . import cpu_fast  # noqa: F401
 from . import pool_grad  # noqa: F401
 from . import more_ops  # noqa: F401
 from . import cost_model  # noqa: F401  (its fusion rule is asked last: the others' pairs are theirs)
+from . import fx_graph_cache  # noqa: F401  (last: its wrapper of compile_graph is the outermost, looking graphs up first)

@@ -60,6 +60,7 @@ def non_default_options(tmp_path) -> dict:
         "autocast_dtype": "float16",
         "enable_persistent_tma_matmul": True,
         "cpp_wrapper": True,
+        "fx_graph_cache": True,   # off by default in the tests (conftest.py), on for users
         "extensions": ("gemm", "cpu_conv", "layout", "mix_order", "combo", "cpp_wrapper", "cudagraphs", "freezing"),
     }
     assert set(values) == set(config_module.OPTIONS), "a new option needs a value here"

@@ -5,12 +5,15 @@ names each kind of bug; never used by the compiler itself. No Inductor twin (its
 plant bugs with `torch._inductor.config` knobs made for the purpose, e.g.
 `cpp.inject_relu_bug_TESTING_ONLY`). Each one patches a single function or table entry
 and restores it on exit; kernels built meanwhile are cached under their (buggy) source,
-so they never leak into a correct compile. The decomposition bugs patch the table that
-capture/aot.py asks for (`aot.decomposition_table`), not the cached tables themselves.
+so they never leak into a correct compile, and the compiled-graph cache is bypassed
+meanwhile (ext/fx_graph_cache: a hit would hide the bug, a stored entry would keep it). The
+decomposition bugs patch the table that capture/aot.py asks for (`aot.decomposition_table`),
+not the cached tables themselves.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 from unittest import mock
 
 import sympy
@@ -21,13 +24,26 @@ from torch._decomp import decomposition_table as all_decompositions
 from ... import compile_fx, passes
 from ...capture import aot
 from ...codegen.cpp import CppKernel, CppOverrides
+from ...ext.fx_graph_cache import bypassed
 from ...ir.nodes import ComputedBuffer, ExternKernel
 from ...lowering import registry
 from ...lowering.pointwise import make_pointwise
 from ...virtualized import V
 
 
-@contextlib.contextmanager
+def _planted(bug):
+    """`bug` (a generator) as a context manager under which the compiled-graph cache is bypassed."""
+    planted = contextlib.contextmanager(bug)
+
+    @contextlib.contextmanager
+    @functools.wraps(bug)
+    def bypassing(*args, **kwargs):
+        with bypassed(f"a planted bug ({bug.__name__}) is active"), planted(*args, **kwargs):
+            yield
+    return bypassing
+
+
+@_planted
 def bool_and_promotes():
     """The embedding-backward bug of commit 3ed88c9, put back: C++ `bool & bool` is an
     int, so `~(a & b)` is -2 (true) and a mask meant to be false never is."""
@@ -35,7 +51,7 @@ def bool_and_promotes():
         yield
 
 
-@contextlib.contextmanager
+@_planted
 def wrong_lowering(op, delta=1.0):
     """A lowering that adds `delta` to its result (a lowering bug: the IR itself is wrong)."""
     packet = getattr(op, "overloadpacket", op)
@@ -49,7 +65,7 @@ def wrong_lowering(op, delta=1.0):
         yield
 
 
-@contextlib.contextmanager
+@_planted
 def reversed_row_reads(graph: str | None = None):
     """A wrong index in fused kernels only: in the loops over the row that follow the
     kernel's first (softmax's division, layer norm's scaling), a C++ kernel reads its rows
@@ -67,7 +83,7 @@ def reversed_row_reads(graph: str | None = None):
         yield
 
 
-@contextlib.contextmanager
+@_planted
 def unsafe_inplace():
     """A write-after-read race: a kernel may write its output over an input it reads at
     *another* index (the rule that the read be at the written index is dropped), so a
@@ -101,7 +117,7 @@ def _table_entries(entries: dict):
         yield
 
 
-@contextlib.contextmanager
+@_planted
 def wrong_decomposition(op: torch._ops.OpOverload, delta=1.0):
     """A decomposition that adds `delta` to the op's (first) result: every buffer matches
     its reference, computed from the decomposed graph; only eager shows the error. `op` is
@@ -115,7 +131,7 @@ def wrong_decomposition(op: torch._ops.OpOverload, delta=1.0):
         yield
 
 
-@contextlib.contextmanager
+@_planted
 def sdpa_decomposed():
     """The bug of issue 34, put back: core ATen's decomposition of the CPU flash attention
     kernel (`aten._scaled_dot_product_flash_attention_for_cpu`, what F.scaled_dot_product_attention
@@ -129,7 +145,7 @@ def sdpa_decomposed():
         yield
 
 
-@contextlib.contextmanager
+@_planted
 def wrong_graph_pass(op: torch._ops.OpOverload, replacement: torch._ops.OpOverload):
     """A pass over the ATen graph before lowering (the `aten_graph` stage of passes.py, where
     the extensions' graph rewrites run) that rewrites every `op` node into `replacement`: the
