@@ -22,6 +22,7 @@
 # %%
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -164,6 +165,70 @@ else:
     print("tlparse is not installed (pip install tlparse): the log above is what it would read")
 
 # %% [markdown]
+# ## 3. Why is the first step slow, and only the first?
+#
+# The first call of a compiled model runs Dynamo (tracing the Python), AOTAutograd (the ATen
+# graphs), then our compile: lowering, scheduling, code generation, and the C++ compiler (or
+# Triton's). The extension `fx_graph_cache` keeps each compiled graph on disk, keyed by
+# everything that could change the code: the ATen graph, every input's size, stride, dtype
+# and device, every option, and the versions of miniinductor (a hash of its source), torch,
+# triton and the C++ compiler. A second process that compiles the same graph loads the
+# generated wrapper instead: no lowering, no scheduling, no code generation, and the kernels'
+# shared library is already built. Dynamo and AOTAutograd still run (Inductor's own
+# AOTAutograd-level cache, which skips the latter too, is left out).
+#
+# `MINIINDUCTOR_LOGS=cache` says what happened to each graph: `miss` (and what differs from
+# the nearest entry of the same graph), `stored`, `hit`, `bypass` (a tool that wants the
+# compile's artifacts, such as `explain`, always compiles), `rebuilt` (an entry that fails its
+# checksum is never run). The option `fx_graph_cache=False` or `MINIINDUCTOR_FX_GRAPH_CACHE=0`
+# turns it off.
+
+# %%
+CACHED = """
+import sys, time, torch, miniinductor
+from miniinductor.tools.models import GPT2Block
+torch.manual_seed(0)
+block, x = GPT2Block(64, 4, max_seq=32).eval(), torch.randn(2, 32, 64)
+start = time.perf_counter()
+with torch.no_grad():
+    out = miniinductor.compile(block, fusion=sys.argv[1] == "fused")(x)
+    torch.testing.assert_close(out, block(x), rtol=1e-4, atol=1e-5)
+print(f"first call {time.perf_counter() - start:.2f} s")
+torch.save(out, sys.argv[2])
+"""
+(out_dir / "cached.py").write_text(CACHED)
+cache_env = {**env, "MINIINDUCTOR_CACHE_DIR": str(out_dir / "cache"), "MINIINDUCTOR_FX_GRAPH_CACHE": "1",
+             "MINIINDUCTOR_LOGS": "cache"}
+cache_env.pop("TORCH_TRACE")
+
+
+def run_cached(fusion: str, name: str) -> tuple[str, torch.Tensor]:
+    """One fresh process: its first-call time and cache log, and its output."""
+    run = subprocess.run([sys.executable, str(out_dir / "cached.py"), fusion, str(out_dir / name)],
+                         env=cache_env, cwd=out_dir, capture_output=True, text=True, check=True)
+    lines = [ln for ln in (run.stdout + run.stderr).splitlines() if "first call" in ln or "cache]" in ln]
+    print(f"--- {name} ({fusion})\n" + "\n".join(ln[:150] for ln in lines))
+    return "\n".join(lines), torch.load(out_dir / name)
+
+
+cold_log, cold = run_cached("fused", "cold.pt")
+warm_log, warm = run_cached("fused", "warm.pt")
+assert "miss inference" in cold_log and "hit inference" in warm_log
+assert torch.equal(cold, warm)           # the same kernels: the same bits
+other_log, _ = run_cached("unfused", "unfused.pt")
+assert "option fusion differs" in other_log
+
+stored = Path(re.search(r"stored inference at (\S+)", cold_log).group(1))
+(entry,) = stored.parent.glob(stored.name + "*")   # the cold run's entry
+entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])   # a crash mid-write, say
+rebuilt_log, rebuilt = run_cached("fused", "rebuilt.pt")
+assert "rebuilt inference" in rebuilt_log and torch.equal(rebuilt, cold)
+
+# %% [markdown]
+# `benchmarks/compile_cache.py` measures the same on the demo's block, median of several
+# runs, with where the warm time goes (docs/benchmarks.md has the figures).
+
+# %% [markdown]
 # ## 4. Step through the passes
 #
 # A compile is a list of passes (`python -m miniinductor passes`), each `run(obj, ctx)` on its
@@ -193,3 +258,4 @@ assert any(kind == "add" for kind, _ in diff_lines(fuse.before, fuse.after))
 report = result.write_report(out_dir / "report.html")
 assert "pv-diff" in report.read_text()
 print("the report, with its pass viewer:", report)
+print("tutorial 15 done")

@@ -13,7 +13,8 @@ stores. The `cache` log (MINIINDUCTOR_LOGS=cache) says hit, miss and why (what d
 the nearest entry of the same graph), bypass and why, and rebuilt (a corrupted entry).
 
 Bypassed (neither looked up nor stored), each with its reason in the log: the options that
-want a compile's artifacts (`trace`, `pass_snapshots`), a tool collecting compiled graphs
+want a compile's artifacts (`trace`, `pass_snapshots`), `TORCH_TRACE` (tlparse's pages read
+the lowered graph), a tool collecting compiled graphs
 (`compile_fx.collect_compiled`: explain, compare, debug_accuracy, the report), `cudagraphs`
 (its recording reads the lowered graph), a planted bug (`bypassed`), and graphs with
 symbolic sizes: Inductor keys on the symbolic expressions and records the ShapeEnv guards a

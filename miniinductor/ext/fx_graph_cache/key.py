@@ -137,6 +137,10 @@ def bypass_reason(gm, example_inputs, config, collecting: bool) -> str | None:
         return "option trace is set (its folder holds the compile's artifacts)"
     if config.pass_snapshots:
         return "option pass_snapshots is set (it records every pass)"
+    lazy = torch._logging._internal.LazyTraceHandler   # TORCH_TRACE's (without a folder: off)
+    if any(isinstance(h, lazy) and (h.root_dir is not None or h.stream is not None)
+           for h in torch._logging._internal.trace_log.handlers):
+        return "TORCH_TRACE is on (tlparse's pages want the lowered graph, its provenance and fusion decisions)"
     if collecting:
         return "the compiled graphs are being collected (explain, compare, debug_accuracy, report: they read the " \
                "lowered graph and its schedule)"

@@ -44,8 +44,12 @@ _logged_pre_grad: weakref.WeakSet = weakref.WeakSet()   # Dynamo graphs already 
 
 
 def structured_trace_on() -> bool:
-    """Whether `TORCH_TRACE` (or `torch._logging`'s trace handler) is collecting records."""
-    return bool(torch._logging._internal.trace_log.handlers)
+    """Whether `TORCH_TRACE` is collecting records: torch keeps its lazy handler on the trace
+    log until the first record, which removes it when no folder is set (and pytest hangs
+    its own handlers there): only a lazy handler with a folder or an open file counts."""
+    lazy = torch._logging._internal.LazyTraceHandler
+    return any(isinstance(h, lazy) and (h.root_dir is not None or h.stream is not None)
+               for h in torch._logging._internal.trace_log.handlers)
 
 
 def _artifact(name: str, payload_fn, encoding: str = "string") -> None:

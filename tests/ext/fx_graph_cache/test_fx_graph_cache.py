@@ -212,3 +212,16 @@ def test_collecting_tools_and_planted_bugs_bypass_it(cache, caplog):
     out, _ = compiled_run(f, x)
     torch.testing.assert_close(out, f(x))   # ... and none kept it
     assert last_compiled()[-1].passes is not None
+
+
+def test_torch_trace_bypasses_it(cache, caplog, monkeypatch, tmp_path):
+    """Under TORCH_TRACE the compile runs in full: tlparse's pages read the lowered graph (a hit
+    would log the output code only, with no provenance or fusion decisions)."""
+    def f(x):
+        return torch.sigmoid(x) * 3
+    x = torch.randn(12)
+    handler = torch._logging._internal.LazyTraceHandler(str(tmp_path / "trace"))   # as TORCH_TRACE=dir makes
+    monkeypatch.setattr(torch._logging._internal.trace_log, "handlers", [handler])
+    out, bypassed = compiled_run(f, x)
+    assert bypassed == {"bypass": 1} and "TORCH_TRACE" in messages(caplog)
+    torch.testing.assert_close(out, f(x))
