@@ -5,8 +5,8 @@ names each kind of bug; never used by the compiler itself. No Inductor twin (its
 plant bugs with `torch._inductor.config` knobs made for the purpose, e.g.
 `cpp.inject_relu_bug_TESTING_ONLY`). Each one patches a single function or table entry
 and restores it on exit; kernels built meanwhile are cached under their (buggy) source,
-so they never leak into a correct compile, and the compiled-graph cache is bypassed
-meanwhile (ext/fx_graph_cache: a hit would hide the bug, a stored entry would keep it). The
+so they never leak into a correct compile, and no wrapper of compile_graph (passes.GRAPH_COMPILERS:
+the compiled-graph cache) takes part meanwhile (a hit would hide the bug, a stored entry would keep it). The
 decomposition bugs patch the table that capture/aot.py asks for (`aot.decomposition_table`),
 not the cached tables themselves.
 """
@@ -24,7 +24,6 @@ from torch._decomp import decomposition_table as all_decompositions
 from ... import compile_fx, passes
 from ...capture import aot
 from ...codegen.cpp import CppKernel, CppOverrides
-from ...ext.fx_graph_cache import bypassed
 from ...ir.nodes import ComputedBuffer, ExternKernel
 from ...lowering import registry
 from ...lowering.pointwise import make_pointwise
@@ -32,15 +31,21 @@ from ...virtualized import V
 
 
 def _planted(bug):
-    """`bug` (a generator) as a context manager under which the compiled-graph cache is bypassed."""
+    """`bug` (a generator) as a context manager under which compile_graph runs unwrapped (no
+    compiled-graph cache: tools may not import an extension, so the table is emptied instead)."""
     planted = contextlib.contextmanager(bug)
 
     @contextlib.contextmanager
     @functools.wraps(bug)
-    def bypassing(*args, **kwargs):
-        with bypassed(f"a planted bug ({bug.__name__}) is active"), planted(*args, **kwargs):
-            yield
-    return bypassing
+    def uncached(*args, **kwargs):
+        wrappers = list(passes.GRAPH_COMPILERS)
+        passes.GRAPH_COMPILERS.clear()
+        try:
+            with planted(*args, **kwargs):
+                yield
+        finally:
+            passes.GRAPH_COMPILERS[:] = wrappers
+    return uncached
 
 
 @_planted
