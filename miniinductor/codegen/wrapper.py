@@ -1,17 +1,15 @@
 """Wrapper codegen: the generated Python module whose `call(args)` runs one graph.
 
-Mirrors `torch/_inductor/codegen/wrapper.py`. The module holds the source of every
-kernel of the graph (C++: one library, built once, cached on disk, loaded with ctypes;
-Triton: one module per kernel, its launcher bound to the kernel's name) and a `call`
-function that allocates each buffer, launches kernels and extern ATen calls in schedule
-order, frees buffers after their last use (or hands their memory to a later buffer,
-see memory_planning.py), and returns the outputs. With symbolic sizes, `call` first reads
-each size symbol from the inputs (`s0 = arg0_1.size(0)`, as Inductor's wrapper does) and
-sizes allocations and views with it; C++ kernels get the symbols as `c_int64(s0)`.
-
-Simplified: buffers are plain torch tensors and kernels get raw pointers through ctypes;
-no AOT packaging. `cpp_wrapper=True` writes the same steps in C++ (ext/cpp_wrapper/codegen.py, a
-subclass that overrides how each step is written: `_kernel_lines`, `_extern_lines`, `_alloc`).
+Mirrors `torch/_inductor/codegen/wrapper.py`. The module holds every kernel's source (C++:
+one library, built once, cached on disk, loaded with ctypes; Triton: one module per kernel,
+its launcher bound to the kernel's name) and a `call` that allocates each buffer, launches
+kernels and extern ATen calls in schedule order, frees buffers after their last use (or hands
+their memory to a later buffer, memory_planning.py) and returns the outputs. With symbolic
+sizes, `call` first reads each size symbol from the inputs (`s0 = arg0_1.size(0)`, as
+Inductor's does); C++ kernels get the symbols as `c_int64(s0)`. Simplified: buffers are plain
+torch tensors, kernels get raw pointers through ctypes; no AOT packaging. `cpp_wrapper=True`
+writes the same steps in C++ (ext/cpp_wrapper/codegen.py overrides `_kernel_lines`,
+`_extern_lines`, `_alloc`).
 """
 from __future__ import annotations
 
@@ -82,6 +80,8 @@ aten = torch.ops.aten
 #: new contiguous tensors, the layout their meta functions promise: no check_layout after them.
 EXTERN_KERNELS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm", aten.bmm.default: "torch.bmm",
                   aten.baddbmm.default: "torch.baddbmm", aten._addmm_activation.default: "torch._addmm_activation"}
+#: ... and those whose output layout is checked (a convolution's: 6 us less a call than its OpOverload)
+BINDINGS = {aten.convolution.default: "torch.convolution"}
 
 
 def extern_arg(value):
@@ -200,7 +200,7 @@ class WrapperCodeGen:
                          [f"{k}={pyrepr(extern_arg(v))}" for k, v in node.kwargs.items()])
         if node.op in EXTERN_KERNELS:
             return [f"{name} = {EXTERN_KERNELS[node.op]}({args})  # {node.op}"]
-        line = f"{name} = {op_path(node.op)}({args})"
+        line = f"{name} = {BINDINGS[node.op]}({args})  # {node.op}" if node.op in BINDINGS else f"{name} = {op_path(node.op)}({args})"
         if node.layout is None:
             return [line]
         lay = node.layout

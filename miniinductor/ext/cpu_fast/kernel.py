@@ -43,7 +43,9 @@ import torch
 from ...codegen.common import CSEVariable, affine_strides, innermost_strides
 from ...codegen.cpp import COMPUTE_TYPE, CppKernel, reduction_init
 from ...ir.indexing import FloorDiv, ModularIndexing
+from ...ir.sizevars import is_static
 from ...ops_handler import MULTI_OUTPUT_REDUCTIONS
+from ...runtime.cpp_builder import vector_lanes
 from ...virtualized import V
 from . import reduction, tiles
 from .loops import Loop, loop_plan, merged_dims
@@ -204,14 +206,32 @@ class CppFastKernel(CppKernel):
             return None   # no load runs along another dim than the store: nothing to tile
         return merged_dims(self.itervars, self.ranges, loads + stores)
 
+    def dims_to_widen(self) -> list[list[int]] | None:
+        """After codegen: the runs of loops to merge where this pointwise kernel, transposing
+        nothing, has a short innermost loop that its merged loop lengthens: W = 28 of an NCHW
+        conv output ran 16 floats in a vector and 12 in the scalar tail per row; H*W = 784 runs
+        49 vectors. None where the innermost loop is already a whole number of vectors."""
+        loads, stores = self.access_strides["load"], self.access_strides["store"]
+        if not self.is_pointwise() or self.unmerged is not None or not stores or not self.ranges:
+            return None
+        if not is_static(self.ranges[-1]) or int(self.ranges[-1]) % vector_lanes() == 0:
+            return None
+        groups = merged_dims(self.itervars, self.ranges, loads + stores)
+        return groups if groups and len(groups[-1]) > 1 else None
+
     def regenerate(self, group, ctx, generate):
         """The kernel to keep, once generated (compile_fx.generate_kernel asks): one that tiles
         a transpose is generated again by `generate` over merged loops where its accesses allow
-        (`dims_to_merge`), and the merged one kept if it still tiles; else this one."""
+        (`dims_to_merge`), and the merged one kept if it still tiles; one with a short innermost
+        loop is generated again with it merged (`dims_to_widen`); else this one."""
+        merged = None
         if groups := self.dims_to_merge():
             merged = generate(fast_kernel(group, ctx.config, groups))
             if (plan := merged.pointwise_plan()) is not None and plan.tile is not None:
                 return merged
+        if groups := self.dims_to_widen():
+            same = merged is not None and merged.unmerged[0] == groups
+            return merged if same else generate(fast_kernel(group, ctx.config, groups))
         return self
 
     # ------------------------------------------------------------------ the loop nest

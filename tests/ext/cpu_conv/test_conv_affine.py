@@ -59,7 +59,7 @@ def test_conv_batchnorm_max_pool(bias):
     with torch.no_grad():
         check(model, x, **TOL)
     graph = compiled_graph(model, x)
-    after = [n for n in graph.kernels if n in graph.wrapper_source.split("aten.convolution.default(")[1]]
+    after = [n for n in graph.kernels if n in graph.wrapper_source.split("torch.convolution(")[1]]
     assert len(after) == 1 and "max_pool2d" in after[0] and not any(op in after[0] for op in ("sub", "mul")), after
 
 
@@ -71,7 +71,7 @@ def test_conv_batchnorm_relu_without_a_pool_stays_one_epilogue():
     with torch.no_grad():
         check(model, x, **TOL)
     graph = compiled_graph(model, x)
-    after = [n for n in graph.kernels if n in graph.wrapper_source.split("aten.convolution.default(")[1]]
+    after = [n for n in graph.kernels if n in graph.wrapper_source.split("torch.convolution(")[1]]
     assert len(after) == 1 and "relu" in after[0] and "sub" in after[0], after
 
 
@@ -84,7 +84,7 @@ def test_resnet_stem_relu_goes_into_the_max_pool():
     with torch.no_grad():
         check(model, x, **TOL)
     graph = compiled_graph(model, x)
-    after = [n for n in graph.kernels if n in graph.wrapper_source.split("aten.convolution.default(")[1]]
+    after = [n for n in graph.kernels if n in graph.wrapper_source.split("torch.convolution(")[1]]
     assert len(after) == 1 and "max_pool2d" in after[0] and "relu" in after[0], list(graph.kernels)
 
 
@@ -100,7 +100,7 @@ def test_any_per_channel_chain_folds():
     with torch.no_grad():
         check(f, x, **TOL)
     graph = compiled_graph(f, x)
-    after = [n for n in graph.kernels if n in graph.wrapper_source.split("aten.convolution.default(")[1]]
+    after = [n for n in graph.kernels if n in graph.wrapper_source.split("torch.convolution(")[1]]
     assert not any(op in name for name in after for op in ("mul", "sub", "add")), after   # (a layout copy at most)
 
 

@@ -56,15 +56,15 @@ def batch_norm_relu(x, mean, var, w, b):
 @pytest.mark.parametrize("shape", [(2, 32, 5, 20), (2, 16, 7, 6), (4, 64, 32, 32)])
 def test_per_channel_values_leave_the_inner_loops(shape, poisoned_buffers):
     """NCHW BatchNorm + ReLU: the sqrt and the division run once per (image, channel) row,
-    before the loop over H opens -- with explicit vectors along W (W = 20, 32), with omp simd
-    (W = 6, shorter than a vector), and under `parallel for collapse(2)` (the largest)."""
+    before the loop over H (or H*W, merged where W is not a whole number of vectors) opens --
+    with explicit vectors, and under `parallel for collapse(2)` (the largest)."""
     n, c, h, w = shape
     x = randn(*shape)
     stats = [randn(c, 1, 1) for _ in range(4)]
     stats[1] = stats[1].abs() + 0.5
     check(batch_norm_relu, x, *stats)
     lines = [line.strip() for line in sources(batch_norm_relu, x, *stats).splitlines()]
-    h_loop = next(k for k, line in enumerate(lines) if re.match(r"for \(int64_t i2 = 0; i2 < \d+;", line))
+    h_loop = next(k for k, line in enumerate(lines) if re.match(r"for \(int64_t i2 = 0; i2 < ", line))
     sqrts = [k for k, line in enumerate(lines) if "sqrt" in line and "auto tmp" in line]
     assert sqrts and sqrts[0] < h_loop, "\n".join(lines)
     # once in the whole-vector part, once more only in the scalar tail (which keeps its body)
