@@ -3,9 +3,9 @@
 Mirrors `torch/_inductor/compile_fx.py`: `compile_fx` (the backend's entry point) and
 `compile_fx_inner` (one ATen graph → a boxed callable). `compile_graph` runs the stages of
 passes.py in order (`python -m miniinductor passes` lists them); `CompiledGraph` keeps every
-artifact, to print each phase afterwards, and a record of every pass. Inductor's FX graph
-cache is an extension (ext/fx_graph_cache, through GRAPH_COMPILERS); its post-grad pattern
-matcher and AOT packaging are left out.
+artifact, to print each phase afterwards, and a record of every pass. Inductor's FX graph and
+AOTAutograd caches are an extension (ext/fx_graph_cache: GRAPH_COMPILERS, CAPTURE_WRAPPERS);
+its post-grad pattern matcher and AOT packaging are left out.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from .config import Config
 from .logs import get_logger
 from .lowering import GraphLowering
 from .lowering.graph import graph_device
-from .passes import GRAPH_COMPILERS, Context, Pass, kernel_kind, make_kernel, register, run_stage
+from .passes import CAPTURE_WRAPPERS, GRAPH_COMPILERS, Context, Pass, kernel_kind, make_kernel, register, run_stage
 from .runtime.cpp_builder import write_source
 from .scheduler import FusedGroup, Scheduler
 from .virtualized import V
@@ -242,8 +242,11 @@ def runtime_call(call, gm):
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs, config: Config):
     """Dynamo's FX graph → a callable: capture/ makes the ATen graphs (specialised, flattened,
-    forward and backward), each compiled by `compile_fx_inner`."""
-    return capture(gm, example_inputs, config, compile_fx_inner)
+    forward and backward), each compiled by `compile_fx_inner`; extensions wrap capture."""
+    capture_ = capture
+    for extension, wrap in CAPTURE_WRAPPERS:
+        capture_ = wrap(capture_) if config.uses(extension) else capture_
+    return capture_(gm, example_inputs, config, compile_fx_inner)
 
 
 # ----------------------------------------------------------------------------- entry points
@@ -295,11 +298,14 @@ def compile_fx_inner(gm, example_inputs, config: Config, name="graph", dynamo_gm
         return make_boxed_func(gm.forward)
     if data_dependent:
         log.info("%s: %s ran in ATen (data-dependent sizes); the rest is compiled", name, ", ".join(data_dependent))
+    return finish_compile(compiled, config, dynamo_gm)
+
+
+def finish_compile(compiled: CompiledGraph, config: Config, dynamo_gm=None):   # a compiled or loaded graph → its boxed call
     compiled.fx_graph_module = dynamo_gm
     for hook in after_compile:
         hook(compiled, config)
-    call = run_stage("runtime", compiled.__call__, compiled.context)   # through the instance: debug
-    # tools may swap compiled.call
+    call = run_stage("runtime", compiled.__call__, compiled.context)   # via the instance: tools may swap .call
     call._boxed_call = True
     call.compiled_graph = compiled
     _last_compiled.append(compiled)

@@ -111,9 +111,10 @@ FUSION_RULES: list = []
 DECOMPOSITIONS: dict = {}
 #: custom ops the partitioner may fuse and recompute, as it does Inductor's prims (triton/softmax.py's)
 PARTITIONER_OPS: list = []
-#: [(extension, wrap(compile_graph) -> compile_graph)]: what compiles one ATen graph in
-#: compile_fx_inner, wrapped by each extension in use (ext/fx_graph_cache looks graphs up first)
+#: [(extension, wrap(compile_graph) -> compile_graph)]: compile_fx_inner's compiler of one ATen graph, wrapped by each extension in use
 GRAPH_COMPILERS: list = []
+#: [(extension, wrap(capture) -> capture)]: compile_fx's capture, wrapped the same (ext/fx_graph_cache wraps both)
+CAPTURE_WRAPPERS: list = []
 #: import lines every generated wrapper has, after the core's (the Triton backend's `load_module`)
 WRAPPER_IMPORTS: list = []
 

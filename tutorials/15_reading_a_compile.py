@@ -174,14 +174,18 @@ else:
 # and device, every option, and the versions of miniinductor (a hash of its source), torch,
 # triton and the C++ compiler. A second process that compiles the same graph loads the
 # generated wrapper instead: no lowering, no scheduling, no code generation, and the kernels'
-# shared library is already built. Dynamo and AOTAutograd still run (Inductor's own
-# AOTAutograd-level cache, which skips the latter too, is left out).
+# shared library is already built. A second level, keyed by Dynamo's graph (its code, its
+# inputs, grad mode, ...), skips AOTAutograd too, as Inductor's AOTAutogradCache does: for an
+# inference graph whose AOTAutograd wrapper does nothing (no input mutated, no output aliasing
+# an input...), it records which entry the inference graph has, so that a hit loads it
+# without tracing Dynamo's graph into ATen at all. Only Dynamo is left.
 #
-# `MINIINDUCTOR_LOGS=cache` says what happened to each graph: `miss` (and what differs from
-# the nearest entry of the same graph), `stored`, `hit`, `bypass` (a tool that wants the
-# compile's artifacts, such as `explain`, always compiles), `rebuilt` (an entry that fails its
-# checksum is never run). The option `fx_graph_cache=False` or `MINIINDUCTOR_FX_GRAPH_CACHE=0`
-# turns it off.
+# `MINIINDUCTOR_LOGS=cache` says what happened at each level: `capture` for Dynamo's graph,
+# `inference` (or `forward`, `backward`) for an ATen graph: `miss` (and what differs from
+# the nearest entry of the same graph), `stored`, `hit`, `bypass` and why (a tool that wants
+# the compile's artifacts, such as `explain`, always compiles; training bypasses the capture
+# level), `rebuilt` (an entry that fails its checksum is never run). The option
+# `fx_graph_cache=False` or `MINIINDUCTOR_FX_GRAPH_CACHE=0` turns both off.
 
 # %%
 CACHED = """
@@ -213,16 +217,18 @@ def run_cached(fusion: str, name: str) -> tuple[str, torch.Tensor]:
 
 cold_log, cold = run_cached("fused", "cold.pt")
 warm_log, warm = run_cached("fused", "warm.pt")
-assert "miss inference" in cold_log and "hit inference" in warm_log
+assert "miss capture" in cold_log and "miss inference" in cold_log
+assert "hit capture" in warm_log and "hit inference" in warm_log   # AOTAutograd skipped, the entry loaded
 assert torch.equal(cold, warm)           # the same kernels: the same bits
 other_log, _ = run_cached("unfused", "unfused.pt")
-assert "option fusion differs" in other_log
+assert "miss capture: option fusion differs" in other_log and "miss inference: option fusion differs" in other_log
 
 stored = Path(re.search(r"stored inference at (\S+)", cold_log).group(1))
 (entry,) = stored.parent.glob(stored.name + "*")   # the cold run's entry
 entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])   # a crash mid-write, say
 rebuilt_log, rebuilt = run_cached("fused", "rebuilt.pt")
-assert "rebuilt inference" in rebuilt_log and torch.equal(rebuilt, cold)
+# the capture-level entry names a broken entry: both levels rebuild theirs
+assert "rebuilt capture" in rebuilt_log and "rebuilt inference" in rebuilt_log and torch.equal(rebuilt, cold)
 
 # %% [markdown]
 # `benchmarks/compile_cache.py` measures the same on the demo's block, median of several

@@ -1,25 +1,24 @@
 """Capture: Dynamo's FX graph → AOTAutograd → ATen forward (and backward) graphs.
 
 Mirrors the capture half of `compile_fx` in `torch/_inductor/compile_fx.py`. AOTAutograd
-(called through Dynamo's `aot_autograd` helper, as Inductor does: DDP's graph splitting reads
-its call count, docs/design_notes.md) traces the Dynamo graph through the ATen dispatcher with
-our decompositions and functionalizes it; when gradients are needed, Inductor's partitioner
-splits it into a forward and a backward (a min cut: cheap pointwise values are recomputed,
-not saved), and we label each saved activation with the forward buffer whose memory it is
-(`partition`), for the backward's memory plan. Each graph goes to `compile_fx_inner`.
+(through Dynamo's `aot_autograd` helper, as Inductor: DDP's graph splitting reads its call
+count, docs/design_notes.md) traces the Dynamo graph through the ATen dispatcher with our
+decompositions and functionalizes it; when gradients are needed, Inductor's partitioner
+splits it into a forward and a backward (a min cut: cheap pointwise values are recomputed),
+`partition` labelling each saved activation with the forward buffer whose memory it is, for
+the backward's memory plan. Each graph goes to `compile_fx_inner`.
 
-Symbolic sizes are traced as they are and compiled generic in them (ir/sizevars.py); where
-that raises `SymbolicUnsupported`, the Dynamo graph is compiled once per concrete shape
-(specialize.py; a lazily compiled backward that fails alone is re-traced per shape). Compiled
-autograd's backward graph (tensors boxed in one list) is flattened first, as in Inductor.
-Input mutations stay in the graph (`keep_inference_input_mutations`): a graph writing its
-inputs (an optimizer step, BatchNorm's running statistics) ends with `aten.copy_(input,
-new)`, stored straight into the input (`GraphLowering.mutate_input`). `autocast_enabled`
-acts here: the trace runs under `torch.autocast`, so the graphs hold autocast's casts.
+Symbolic sizes are compiled generic in them (ir/sizevars.py); where that raises
+`SymbolicUnsupported`, the graph is compiled once per concrete shape (specialize.py; a
+lazily compiled backward that fails alone is re-traced per shape). Compiled autograd's
+backward graph (tensors boxed in one list) is flattened first, as in Inductor. Input
+mutations stay in the graph (`keep_inference_input_mutations`): a graph writing its inputs
+(an optimizer step, BatchNorm's statistics) ends with `aten.copy_(input, new)`, stored
+straight into the input. `autocast_enabled` traces under `torch.autocast`: the graphs hold its casts.
 
-Extensions act through two stages of passes.py, with a Context of this capture: `capture`
-may wrap the inference compiler (ext/freezing), `joint_graph` rewrites the joint graph
-before the partitioner (ext/joint_graph).
+Extensions act through passes.py, with a Context of this capture: the `capture` stage may wrap
+the inference compiler (ext/freezing), `joint_graph` rewrites the joint graph before the
+partitioner (ext/joint_graph); CAPTURE_WRAPPERS wrap `capture` itself (ext/fx_graph_cache).
 """
 from __future__ import annotations
 
@@ -64,8 +63,7 @@ def _capture(gm, example_inputs, config: Config, compile_fx_inner, symbolic=Fals
 
     def compiler(name):
         compile_ = functools.partial(compile_fx_inner, config=config, name=name, dynamo_gm=dynamo_gm)
-        # compile_fx_inner and what it returns are already hidden from Dynamo: this tells
-        # `aot_autograd` not to wrap them again (its wrapper drops our `_boxed_call` flag)
+        # compile_fx_inner and its result are hidden from Dynamo already: `aot_autograd` must not wrap them (drops `_boxed_call`)
         if symbolic:   # any failure → SymbolicUnsupported; the backward, compiled lazily, falls back alone
             compile_ = functools.partial(_symbolic if name != "backward" else _backward_or_per_shape, compile_)
         compile_._is_wrapped_bw_compiler = True

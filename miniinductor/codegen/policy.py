@@ -3,16 +3,13 @@
 C++ and Triton kernels want different things from the phases before codegen. The choice
 is taken once, from the graph's device and `Config.cpu_backend` (`policy_for`), held by
 `GraphLowering.policy` and read from there by lowering, the scheduler and codegen; no
-phase compares backend strings.
-
-Each field is said in one line where it is defined below; the longer reasons are in
-docs/design_notes.md.
+phase compares backend strings. Each field is said in one line below; the longer reasons
+are in docs/design_notes.md.
 
 The Triton backend sets its own numbers (persistent_reduction_max, online_softmax_min) through
 `passes.POLICY_PATCHES`, and keeps its block-size and split rules in triton/policy.py.
 
-Mirrors the backend checks spread through `torch/_inductor`:
-`fx_passes/post_grad.should_prefer_unfused_addmm` and `config.triton.mix_order_reduction`.
+Mirrors the backend checks of `torch/_inductor` (`fx_passes/post_grad.should_prefer_unfused_addmm`, `config.triton.mix_order_reduction`).
 """
 from __future__ import annotations
 

@@ -10,9 +10,8 @@ A variance (`var`: also var_mean, std, layer and batch norm) is one Welford redu
 (`welford_reduce`, two outputs: the mean and m2, the sum of squared deviations) where the
 backend policy says so (`BackendPolicy.welford`: C++ kernels), reading each row once (a mean
 of the same rows stays a sum, computed in the same loop); else two passes, a sum for the mean
-and a sum of squared deviations (Triton: a persistent row is in registers for both).
-
-Split reductions (Triton kernels only) are a pass of the Triton backend: triton/passes.py.
+and a sum of squared deviations (Triton: a persistent row is in registers for both). Split
+reductions (Triton kernels only) are a pass of the Triton backend: triton/passes.py.
 """
 from __future__ import annotations
 

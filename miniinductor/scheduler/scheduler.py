@@ -1,13 +1,12 @@
 """Scheduler: dependencies, dead-code elimination, fusion rounds and the kernel order.
 
-Schedule phase (the IR buffers → an ordered list of fused groups and extern calls).
-Mirrors `torch/_inductor/scheduler.py`. Each buffer becomes a node (`SchedulerNode`: we
-generate its loops; `ExternKernelSchedulerNode`: an ATen call; or an extension's,
-passes.NODE_KINDS) whose `MemoryDep` reads and writes come from running its body under a
-`RecordingHandler` with canonical loop variables `c0, c1, ...`, so that two nodes' indices
-compare directly. The passes, in order: `dead_code_elimination`, `fuse` (fusion.py),
-`order`; extensions add theirs between them. Dependencies and mutations in detail:
-docs/design_notes.md.
+Schedule phase (the IR buffers → an ordered list of fused groups and extern calls). Mirrors
+`torch/_inductor/scheduler.py`. Each buffer becomes a node (`SchedulerNode`: we generate its
+loops; `ExternKernelSchedulerNode`: an ATen call; or an extension's, passes.NODE_KINDS) whose
+`MemoryDep` reads and writes come from running its body under a `RecordingHandler` with
+canonical loop variables `c0, c1, ...`, so that two nodes' indices compare directly. The
+passes, in order: `dead_code_elimination`, `fuse` (fusion.py), `order`; extensions add theirs
+between them. Dependencies and mutations in detail: docs/design_notes.md.
 """
 from __future__ import annotations
 

@@ -20,8 +20,14 @@ the lowered graph), a tool collecting compiled graphs
 symbolic sizes: Inductor keys on the symbolic expressions and records the ShapeEnv guards a
 compile adds, to check them on a hit; we do neither, so those graphs compile every time.
 Frozen parameters are constants of the graph: their contents are part of the key.
-Simplified: no remote cache, no eviction, no AOTAutograd-level cache (Dynamo and AOTAutograd
-still run on a hit: benchmarks/compile_cache.py measures what is left).
+
+A second level, capture.py, mirrors `AOTAutogradCache`: it wraps `capture` (passes.CAPTURE_WRAPPERS)
+and keys Dynamo's graph, so that a hit skips AOTAutograd too, loading the inference graph's
+entry of this level; simplified to inference graphs whose AOTAutograd wrapper is trivial (no
+training, mutations, aliased outputs...: those bypass it, their graphs still cached here).
+Its log lines say `capture`: hit, miss, bypass, rebuilt and stored as above.
+Simplified: no remote cache, no eviction. On a capture-level hit only Dynamo is left
+(benchmarks/compile_cache.py measures it).
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ from ... import compile_fx, metrics
 from ...compile_fx import CompiledGraph, context_for, load_wrapper
 from ...config import Option, declare_extension
 from ...logs import LOG_NAMES, get_logger
-from ...passes import GRAPH_COMPILERS, PassRecord
+from ...passes import CAPTURE_WRAPPERS, GRAPH_COMPILERS, PassRecord
 from . import key as keys
 from .store import CorruptEntry, entry_path, neighbours, read_entry, write_entry
 
@@ -83,15 +89,16 @@ def wrap(compile_graph):
                 path.unlink(missing_ok=True)
         else:
             counters["miss"] += 1
-            log.info("miss %s: %s", name, _why_missed(structure, path, found))
+            log.info("miss %s: %s", name, why_missed(path, found, keys.differences))
         compiled = compile_graph(gm, example_inputs, config, name)
         _store(path, found, compiled)
         return compiled
     return cached_compile
 
 
-def _why_missed(structure: str, path, found: dict) -> str:
-    said = [keys.differences(found, other) for other in neighbours(structure, path)]
+def why_missed(path, found: dict, differences) -> str:
+    """What differs between `found` and the nearest entry beside `path` (the same structure)."""
+    said = [differences(found, other) for other in neighbours(path)]
     if not said:
         return "no entry for this graph"
     nearest = min(said, key=len)
@@ -102,17 +109,23 @@ def _store(path, found: dict, compiled: CompiledGraph) -> None:
     stats = {"kernels": len(compiled.kernels), "nodes_before_fusion": len(compiled.scheduler.nodes),
              "nodes_after_fusion": len(compiled.scheduler.schedule),
              "bytes_moved": sum(k.bytes_moved for k in compiled.kernels.values())}
-    write_entry(path, found, compiled.wrapper_source, compiled.graph.constants, stats)
+    sha256 = write_entry(path, found, compiled.wrapper_source, compiled.graph.constants, stats)
+    compiled.context.facts["fx_graph_cache"] = (path, sha256)   # for the capture level (capture.py)
     log.info("stored %s at %s", compiled.graph.name, path)
 
 
-def _hit(path, gm, example_inputs, config, name) -> CompiledGraph:
+def _hit(path, gm, example_inputs, config, name, ctx=None, check=None) -> CompiledGraph:
+    """The entry at `path` loaded as a CompiledGraph (`check(header)`: the capture level's
+    checks of the entry it recorded, raising CorruptEntry)."""
     start = time.perf_counter()
-    _, payload = read_entry(path)
+    header, payload = read_entry(path)
+    if check is not None:
+        check(header)
     module, wrapper_path = load_wrapper(payload["source"])
     module.constants.update(payload["constants"])
-    ctx = context_for(gm, example_inputs, config, name)
+    ctx = ctx or context_for(gm, example_inputs, config, name)
     ctx.source = payload["source"]
+    ctx.facts["fx_graph_cache"] = (path, header["sha256"])
     ctx.records.append(PassRecord("load", "fx_graph_cache", "fx_graph_cache", True,
                                   f"hit: {path.stem[:12]}, lowering, scheduling and codegen skipped"))
     compiled = CompiledGraph(None, None, {}, payload["source"], wrapper_path, module.call,
@@ -131,3 +144,9 @@ def _hit(path, gm, example_inputs, config, name) -> CompiledGraph:
 
 
 GRAPH_COMPILERS.append(("fx_graph_cache", wrap))
+
+from . import capture  # noqa: E402  (it reads the names above)
+
+CAPTURE_WRAPPERS.append(("fx_graph_cache", capture.wrap))
+#: what the capture level did in this process (capture.py)
+capture_counters = capture.counters

@@ -119,12 +119,53 @@ def _attribute(gm, target: str):
     return value
 
 
+def options(config) -> dict:
+    return {k: v if isinstance(v, (bool, int, str, type(None))) else repr(v)
+            for k, v in config.as_dict().items() if k not in UNKEYED_OPTIONS}
+
+
 def details(gm, example_inputs, config, name: str) -> dict:
     """The named parts of the key (JSON-able): what a miss compares."""
-    options = {k: v if isinstance(v, (bool, int, str, type(None))) else repr(v)
-               for k, v in config.as_dict().items() if k not in UNKEYED_OPTIONS}
-    return {"graph": name, "inputs": [describe_input(x) for x in example_inputs], "options": options,
+    return {"graph": name, "inputs": [describe_input(x) for x in example_inputs], "options": options(config),
             "constants": constants_hash(gm), "versions": versions(graph_device(gm, example_inputs), config)}
+
+
+# ----------------------------------------------------------------------------- the capture level's key
+def capture_details(gm, example_inputs, config, device: torch.device) -> dict:
+    """The named parts of a capture-level key (capture.py): Dynamo's graph's tensor attributes
+    (in it and its subgraphs), each input's type, layout and storage offset too, and the global
+    state that AOTAutograd's trace reads."""
+    inputs = [{**describe_input(x), "type": type(x).__name__, "storage_offset": x.storage_offset()} for x in example_inputs]
+    return {"graph": "capture", "inputs": inputs, "global state": global_state(), "options": options(config),
+            "constants": attributes_hash(gm), "versions": versions(device, config)}
+
+
+def global_state() -> dict:
+    """What tracing reads besides the graph and its inputs (AOTAutogradCacheDetails' grad mode,
+    autocast, deterministic algorithms and functorch's config; the matmul precision and the
+    attention backends that decompositions may read)."""
+    functorch = torch._functorch.config
+    portable = getattr(functorch, "save_config_portable", None)
+    sdpa = torch.backends.cuda
+    return {"grad mode": torch.is_grad_enabled(), "autocast": torch._C._is_any_autocast_enabled(),
+            "deterministic algorithms": [torch.are_deterministic_algorithms_enabled(),
+                                         torch.is_deterministic_algorithms_warn_only_enabled()],
+            "default dtype": str(torch.get_default_dtype()), "float32 matmul precision": torch.get_float32_matmul_precision(),
+            "attention backends": [sdpa.flash_sdp_enabled(), sdpa.mem_efficient_sdp_enabled(), sdpa.math_sdp_enabled()],
+            "functorch config": sha(json.dumps(portable(), sort_keys=True, default=repr) if portable else
+                                    functorch.save_config())[:16]}
+
+
+def attributes_hash(gm: torch.fx.GraphModule) -> str:
+    """`constants_hash` over Dynamo's graph and its subgraphs (a higher-order op's body)."""
+    return sha(*(f"{name}: {constants_hash(mod)}" for name, mod in gm.named_modules()
+                 if isinstance(mod, torch.fx.GraphModule)))[:24]
+
+
+def capture_differences(found: dict, entry: dict) -> list[str]:
+    theirs = entry.get("global state", {})
+    return differences(found, entry) + [f"{what} differs (entry {theirs.get(what)!r}, now {value!r})"
+                                        for what, value in found["global state"].items() if theirs.get(what) != value]
 
 
 def full_key(structure_key: str, found: dict) -> str:
