@@ -44,8 +44,8 @@ from ...capture.aot import _needs_grad
 from ...codegen.policy import policy_for
 from ...passes import PASSES, Context
 from ...runtime.cpp_builder import cache_dir
-from . import _bypasses, _hit, log, why_missed
 from . import key as keys
+from .graph import _bypasses, _hit, log, why_missed
 from .store import CorruptEntry, entry_path, read_record, write_record
 
 #: what the capture level did in this process (Inductor: counters["aot_autograd"]["autograd_cache_hit"], ...)

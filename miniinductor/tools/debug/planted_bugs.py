@@ -5,8 +5,8 @@ names each kind of bug; never used by the compiler itself. No Inductor twin (its
 plant bugs with `torch._inductor.config` knobs made for the purpose, e.g.
 `cpp.inject_relu_bug_TESTING_ONLY`). Each one patches a single function or table entry
 and restores it on exit; kernels built meanwhile are cached under their (buggy) source,
-so they never leak into a correct compile, and no wrapper of compile_graph (passes.GRAPH_COMPILERS:
-the compiled-graph cache) takes part meanwhile (a hit would hide the bug, a stored entry would keep it). The
+so they never leak into a correct compile, and no wrapper of capture or compile_graph (passes.CAPTURE_WRAPPERS,
+GRAPH_COMPILERS: the compiled-graph cache) takes part meanwhile (a hit would hide the bug, a stored entry would keep it). The
 decomposition bugs patch the table that capture/aot.py asks for (`aot.decomposition_table`),
 not the cached tables themselves.
 """
@@ -31,20 +31,24 @@ from ...virtualized import V
 
 
 def _planted(bug):
-    """`bug` (a generator) as a context manager under which compile_graph runs unwrapped (no
-    compiled-graph cache: tools may not import an extension, so the table is emptied instead)."""
+    """`bug` (a generator) as a context manager under which capture and compile_graph run
+    unwrapped (no compiled-graph cache at either level: tools may not import an extension, so
+    the tables are emptied instead)."""
     planted = contextlib.contextmanager(bug)
 
     @contextlib.contextmanager
     @functools.wraps(bug)
     def uncached(*args, **kwargs):
-        wrappers = list(passes.GRAPH_COMPILERS)
-        passes.GRAPH_COMPILERS.clear()
+        tables = (passes.GRAPH_COMPILERS, passes.CAPTURE_WRAPPERS)
+        saved = [list(t) for t in tables]
+        for table in tables:
+            table.clear()
         try:
             with planted(*args, **kwargs):
                 yield
         finally:
-            passes.GRAPH_COMPILERS[:] = wrappers
+            for table, entries in zip(tables, saved):
+                table[:] = entries
     return uncached
 
 
