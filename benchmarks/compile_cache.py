@@ -56,11 +56,11 @@ def child(device: str, train: bool, out_file: str) -> dict:
                 spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
         setattr(module, name, run)
     timed(compile_fx, "compile_fx", BACKEND)
-    timed(fx_graph_cache.keys, "capture_details", "  capture-level key")
+    timed(fx_graph_cache.key, "capture_details", "  capture-level key")
     timed(fx_graph_cache.capture, "_hit_capture", "  capture-level hit (AOTAutograd skipped)")
     timed(aot, "decomposition_table", "  decomposition table")
     timed(compile_fx, "compile_graph", "  compile_graph (miss: lowering to load)")
-    timed(fx_graph_cache.keys, "details", "  ATen-level key")
+    timed(fx_graph_cache.key, "details", "  ATen-level key")
     timed(fx_graph_cache.graph, "_hit", "  ATen-level hit (read, import wrapper)")
     torch.manual_seed(0)
     model = GPT2Block(128, 4).to(device)
