@@ -80,7 +80,7 @@ aten = torch.ops.aten
 #: new contiguous tensors, the layout their meta functions promise: no check_layout after them.
 EXTERN_KERNELS = {aten.mm.default: "torch.mm", aten.addmm.default: "torch.addmm", aten.bmm.default: "torch.bmm",
                   aten.baddbmm.default: "torch.baddbmm", aten._addmm_activation.default: "torch._addmm_activation"}
-#: ... and those whose output layout is checked (a convolution's: 6 us less a call than its OpOverload)
+#: ... and those whose output layout is checked (a convolution's: less per call than its OpOverload)
 BINDINGS = {aten.convolution.default: "torch.convolution"}
 
 
