@@ -42,6 +42,7 @@ def run(name: str, cache: Path) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.sweep   # ~45 s: with the sweeps (.ci/run), not the quick suite
 @pytest.mark.parametrize("name", ["gpt2-sdpa", "nn-encoder-causal"])
 def test_a_second_process_trains_from_the_cache(name, tmp_path):
     if not available(name):
