@@ -29,8 +29,8 @@ Simplified against Inductor:
     `convolution_backward` stays NCHW. Symbolic sizes keep NCHW too: the copies would be
     gathers there (cpp_loops.py tiles static sizes only), costing what the convolution gains.
   * The input and the weight are copied to channels-last at every call (with freezing, Inductor
-    converts a constant weight once). Floating-point convolutions: 2-D; on the GPU transposed
-    and 3-D ones too. The
+    converts a constant weight once). Floating-point convolutions: 2-D, transposed or not; on
+    the GPU 3-D ones too. The
     decision is logged (`miniinductor` logger, INFO) and kept in `GraphLowering.layout_opt`.
 """
 from __future__ import annotations
@@ -49,14 +49,13 @@ aten = torch.ops.aten
 
 
 def _is_conv(node: torch.fx.Node) -> bool:
-    """A floating-point convolution this pass may run channels-last: 2-D; on the GPU also
-    transposed and 3-D ones (cuDNN runs those channels-last too)."""
+    """A floating-point convolution this pass may run channels-last (timing.py decides whether it
+    pays): 2-D, transposed or not; on the GPU 3-D ones too. (On the CPU a 3-D convolution timed
+    faster channels-last, but the instance norm after it read channels-last ran slower.)"""
     x = node.args[0].meta.get("val") if isinstance(node.args[0], torch.fx.Node) else None
     if node.target is not aten.convolution.default or not isinstance(x, torch.Tensor) or not x.dtype.is_floating_point:
         return False
-    if x.device.type == "cuda":
-        return x.dim() in (4, 5)
-    return x.dim() == 4 and not node.args[6]   # args[6]: transposed
+    return x.dim() == 4 or (x.dim() == 5 and x.device.type == "cuda")
 
 
 def _is_depthwise(node: torch.fx.Node) -> bool:
