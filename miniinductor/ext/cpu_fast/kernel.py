@@ -69,6 +69,8 @@ class CppFastKernel(CppKernel):
         self.vec_along = None   # where it may have one: var → (twin, why not), for a reordered nest
         self.nodes_seen: list = []   # (a reordered nest's twin follows them again: vector_twin_along)
         self.unmerged = None   # (groups of the group's dims, their sizes): loops merged (fast_kernel)
+        self.reduction_strides: list = []   # each access's strides along the reduction loops
+        self.runmerged = None  # the same for the reduction's dims
 
     def codegen_node(self, node):
         super().codegen_node(node)
@@ -100,6 +102,9 @@ class CppFastKernel(CppKernel):
     def _note_strides(self, kind, index):
         if not self.reduction_ranges:
             self.access_strides[kind].append(affine_strides(index, self.itervars, self.var_ranges))
+        else:   # (affine in every loop variable; the reduction's strides kept)
+            strides = affine_strides(index, [*self.itervars, *self.reduction_vars], self.var_ranges)
+            self.reduction_strides.append(strides and {r: strides[r] for r in self.reduction_vars})
 
     def masked(self, mask, body, other):
         def counted():
@@ -169,17 +174,11 @@ class CppFastKernel(CppKernel):
     def node_indices(self, node):
         """With merged loops, each of the group's dims is recovered from its merged loop
         (`FloorDiv`, `ModularIndexing`: the indices then simplify back to one term in it)."""
-        if self.unmerged is None:
+        if self.unmerged is None and self.runmerged is None:
             return super().node_indices(node)
-        groups, sizes = self.unmerged
-        dims = []
-        for var, group in zip(self.itervars, groups):
-            inner, digits = 1, []
-            for k in reversed(group):
-                digits.append(FloorDiv(var, inner) if k == group[0] else ModularIndexing(var, inner, sizes[k]))
-                inner *= sizes[k]
-            dims += reversed(digits)
-        return node.index_for(dims, self.reduction_vars)
+        index = _unmerge(self.itervars, self.unmerged) if self.unmerged else self.itervars
+        rindex = _unmerge(self.reduction_vars, self.runmerged) if self.runmerged else self.reduction_vars
+        return node.index_for(index, rindex)
 
     def is_pointwise(self) -> bool:
         """No reduction: every block runs once per outer iteration (its loops may be reordered)."""
@@ -206,18 +205,25 @@ class CppFastKernel(CppKernel):
             return None   # no load runs along another dim than the store: nothing to tile
         return merged_dims(self.itervars, self.ranges, loads + stores)
 
-    def dims_to_widen(self) -> list[list[int]] | None:
-        """After codegen: the runs of loops to merge where this pointwise kernel, transposing
-        nothing, has a short innermost loop that its merged loop lengthens: W = 28 of an NCHW
-        conv output ran 16 floats in a vector and 12 in the scalar tail per row; H*W = 784 runs
-        49 vectors. None where the innermost loop is already a whole number of vectors."""
-        loads, stores = self.access_strides["load"], self.access_strides["store"]
-        if not self.is_pointwise() or self.unmerged is not None or not stores or not self.ranges:
+    def dims_to_widen(self) -> tuple[list[list[int]] | None, list[list[int]] | None] | None:
+        """After codegen: the runs of loops to merge where the innermost loop (of a pointwise
+        kernel, or of a reduction) is short and not a whole number of vectors, and merging
+        lengthens it: W = 28 of an NCHW conv output ran 16 floats in a vector and 12 in the
+        scalar tail per row, H*W = 784 runs 49 vectors; an instance norm over 6x6x6 reduced
+        rows of 6. (pointwise groups, reduction groups), or None. The order of a reduction's
+        steps is kept: merged dims are walked in the same order."""
+        if self.unmerged is not None or self.runmerged is not None:
             return None
-        if not is_static(self.ranges[-1]) or int(self.ranges[-1]) % vector_lanes() == 0:
+        if self.is_pointwise():
+            loads, stores = self.access_strides["load"], self.access_strides["store"]
+            if not stores or not _short(self.ranges):
+                return None
+            groups = merged_dims(self.itervars, self.ranges, loads + stores)
+            return (groups, None) if groups and len(groups[-1]) > 1 else None
+        if not self.reduction_ranges or not _short(self.reduction_ranges) or self.reduces_columns():
             return None
-        groups = merged_dims(self.itervars, self.ranges, loads + stores)
-        return groups if groups and len(groups[-1]) > 1 else None
+        rgroups = merged_dims(self.reduction_vars, self.reduction_ranges, self.reduction_strides)
+        return (None, rgroups) if rgroups and len(rgroups[-1]) > 1 else None
 
     def regenerate(self, group, ctx, generate):
         """The kernel to keep, once generated (compile_fx.generate_kernel asks): one that tiles
@@ -229,9 +235,9 @@ class CppFastKernel(CppKernel):
             merged = generate(fast_kernel(group, ctx.config, groups))
             if (plan := merged.pointwise_plan()) is not None and plan.tile is not None:
                 return merged
-        if groups := self.dims_to_widen():
-            same = merged is not None and merged.unmerged[0] == groups
-            return merged if same else generate(fast_kernel(group, ctx.config, groups))
+        if widen := self.dims_to_widen():
+            same = merged is not None and widen[1] is None and merged.unmerged[0] == widen[0]
+            return merged if same else generate(fast_kernel(group, ctx.config, *widen))
         return self
 
     # ------------------------------------------------------------------ the loop nest
@@ -293,13 +299,36 @@ class CppFastKernel(CppKernel):
                 reduction.codegen_block(self, code, block)
 
 
-def fast_kernel(group, config, groups=None) -> CppFastKernel:
-    """The C++ kernel of `group` (extension cpu_fast's kernel kind); with `groups`, its loops
-    run over those merged runs of its dims (dims walked as one, loops.merged_dims), the nodes'
-    indices recovered from them."""
-    if groups is None:
+def fast_kernel(group, config, groups=None, rgroups=None) -> CppFastKernel:
+    """The C++ kernel of `group` (extension cpu_fast's kernel kind); with `groups` (`rgroups`),
+    its loops (its reduction's loops) run over those merged runs of its dims (dims walked as
+    one, loops.merged_dims), the nodes' indices recovered from them."""
+    if groups is None and rgroups is None:
         return with_vector_twin(CppFastKernel(group.kernel_name, group.R, group.Q, config))
-    sizes = [int(n) for n in group.R]
-    kernel = CppFastKernel(group.kernel_name, [math.prod(sizes[k] for k in g) for g in groups], group.Q, config)
-    kernel.unmerged = (groups, sizes)
+    kernel = CppFastKernel(group.kernel_name, _merged(group.R, groups), _merged(group.Q, rgroups), config)
+    kernel.unmerged = (groups, [int(n) for n in group.R]) if groups else None
+    kernel.runmerged = (rgroups, [int(n) for n in group.Q]) if rgroups else None
     return with_vector_twin(kernel)
+
+
+def _merged(ranges, groups) -> list:
+    """The loops' sizes, each run of `groups` (static sizes) as one."""
+    return list(ranges) if not groups else [math.prod(int(ranges[k]) for k in g) for g in groups]
+
+
+def _short(ranges) -> bool:
+    """Is the innermost loop static and not a whole number of vectors?"""
+    return bool(ranges) and is_static(ranges[-1]) and int(ranges[-1]) % vector_lanes() != 0
+
+
+def _unmerge(variables, unmerged) -> list:
+    """Each original dim's index, from the merged loops' variables."""
+    groups, sizes = unmerged
+    dims = []
+    for var, group in zip(variables, groups):
+        inner, digits = 1, []
+        for k in reversed(group):
+            digits.append(FloorDiv(var, inner) if k == group[0] else ModularIndexing(var, inner, sizes[k]))
+            inner *= sizes[k]
+        dims += reversed(digits)
+    return dims
