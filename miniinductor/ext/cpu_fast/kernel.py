@@ -177,7 +177,12 @@ class CppFastKernel(CppKernel):
         if self.unmerged is None and self.runmerged is None:
             return super().node_indices(node)
         index = _unmerge(self.itervars, self.unmerged) if self.unmerged else self.itervars
-        rindex = _unmerge(self.reduction_vars, self.runmerged) if self.runmerged else self.reduction_vars
+        rindex = self.reduction_vars
+        if self.runmerged:   # the reduction's dims, merged in the loops' (memory) order, put back in theirs
+            rgroups, sizes, perm = self.runmerged
+            rindex = [None] * len(perm)
+            for k, dim in zip(perm, _unmerge(self.reduction_vars, (rgroups, sizes))):
+                rindex[k] = dim
         return node.index_for(index, rindex)
 
     def is_pointwise(self) -> bool:
@@ -205,13 +210,15 @@ class CppFastKernel(CppKernel):
             return None   # no load runs along another dim than the store: nothing to tile
         return merged_dims(self.itervars, self.ranges, loads + stores)
 
-    def dims_to_widen(self) -> tuple[list[list[int]] | None, list[list[int]] | None] | None:
+    def dims_to_widen(self) -> tuple | None:
         """After codegen: the runs of loops to merge where the innermost loop (of a pointwise
         kernel, or of a reduction) is short and not a whole number of vectors, and merging
         lengthens it: W = 28 of an NCHW conv output ran 16 floats in a vector and 12 in the
         scalar tail per row, H*W = 784 runs 49 vectors; an instance norm over 6x6x6 reduced
-        rows of 6. (pointwise groups, reduction groups), or None. The order of a reduction's
-        steps is kept: merged dims are walked in the same order."""
+        rows of 6. A reduction's dims are also taken in memory order (a channels-last sum over
+        C, H and W walked C, its stride-1 dim, outermost), but for an argmax or argmin, whose
+        answer among equal values is the first. (pointwise groups, (reduction runs, their
+        order)), or None."""
         if self.unmerged is not None or self.runmerged is not None:
             return None
         if self.is_pointwise():
@@ -220,16 +227,26 @@ class CppFastKernel(CppKernel):
                 return None
             groups = merged_dims(self.itervars, self.ranges, loads + stores)
             return (groups, None) if groups and len(groups[-1]) > 1 else None
-        if not self.reduction_ranges or not _short(self.reduction_ranges) or self.reduces_columns():
+        if not self.reduction_ranges or self.reduces_columns() or not all(self.reduction_strides):
             return None
-        rgroups = merged_dims(self.reduction_vars, self.reduction_ranges, self.reduction_strides)
-        return (None, rgroups) if rgroups and len(rgroups[-1]) > 1 else None
+        perm = _memory_order(self.reduction_strides, self.reduction_vars)
+        if any(b.has_argreduction for b in self.blocks):   # (the first of equal values: order matters)
+            perm = list(range(len(self.reduction_ranges)))
+        ranges = [self.reduction_ranges[p] for p in perm]
+        rvars = [self.reduction_vars[p] for p in perm]
+        if not all(map(is_static, ranges)):
+            return None
+        rgroups = merged_dims(rvars, ranges, self.reduction_strides) if _short(ranges) else None
+        if perm == sorted(perm) and not (rgroups and len(rgroups[-1]) > 1):
+            return None
+        return None, (rgroups or [[k] for k in range(len(perm))], perm)
 
     def regenerate(self, group, ctx, generate):
         """The kernel to keep, once generated (compile_fx.generate_kernel asks): one that tiles
         a transpose is generated again by `generate` over merged loops where its accesses allow
         (`dims_to_merge`), and the merged one kept if it still tiles; one with a short innermost
-        loop is generated again with it merged (`dims_to_widen`); else this one."""
+        loop, or a reduction out of memory order, is generated again with its loops merged or
+        reordered (`dims_to_widen`); else this one."""
         merged = None
         if groups := self.dims_to_merge():
             merged = generate(fast_kernel(group, ctx.config, groups))
@@ -300,15 +317,24 @@ class CppFastKernel(CppKernel):
 
 
 def fast_kernel(group, config, groups=None, rgroups=None) -> CppFastKernel:
-    """The C++ kernel of `group` (extension cpu_fast's kernel kind); with `groups` (`rgroups`),
-    its loops (its reduction's loops) run over those merged runs of its dims (dims walked as
-    one, loops.merged_dims), the nodes' indices recovered from them."""
+    """The C++ kernel of `group` (extension cpu_fast's kernel kind); with `groups`, its loops
+    run over those merged runs of its dims (dims walked as one, loops.merged_dims), with
+    `rgroups` = (runs, order) its reduction's loops over runs of its reduction dims taken in
+    that order (memory order); the nodes' indices recovered from them."""
     if groups is None and rgroups is None:
         return with_vector_twin(CppFastKernel(group.kernel_name, group.R, group.Q, config))
-    kernel = CppFastKernel(group.kernel_name, _merged(group.R, groups), _merged(group.Q, rgroups), config)
+    rq = [group.Q[k] for k in rgroups[1]] if rgroups else group.Q
+    kernel = CppFastKernel(group.kernel_name, _merged(group.R, groups), _merged(rq, rgroups and rgroups[0]), config)
     kernel.unmerged = (groups, [int(n) for n in group.R]) if groups else None
-    kernel.runmerged = (rgroups, [int(n) for n in group.Q]) if rgroups else None
+    kernel.runmerged = (rgroups[0], [int(n) for n in rq], rgroups[1]) if rgroups else None
     return with_vector_twin(kernel)
+
+
+def _memory_order(strides: list[dict], rvars) -> list[int]:
+    """The reduction dims from the largest stride to the smallest (each dim's largest over the
+    accesses; ties keep their order): walked so, the innermost loop reads memory in a run."""
+    largest = [max(abs(s[v]) for s in strides) for v in rvars]
+    return sorted(range(len(rvars)), key=lambda k: -largest[k])
 
 
 def _merged(ranges, groups) -> list:
