@@ -227,7 +227,8 @@ class CppFastKernel(CppKernel):
                 return None
             groups = merged_dims(self.itervars, self.ranges, loads + stores)
             return (groups, None) if groups and len(groups[-1]) > 1 else None
-        if not self.reduction_ranges or self.reduces_columns() or not all(self.reduction_strides):
+        strides = self.reduction_strides   # (none: a reduction of a constant, div's gradient of a rounding)
+        if not self.reduction_ranges or not strides or not all(strides) or self.reduces_columns():
             return None
         perm = _memory_order(self.reduction_strides, self.reduction_vars)
         if any(b.has_argreduction for b in self.blocks):   # (the first of equal values: order matters)

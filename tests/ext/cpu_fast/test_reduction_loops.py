@@ -54,3 +54,12 @@ def test_argmax_keeps_its_order():
         return x.permute(0, 3, 1, 2).reshape(4, -1).argmax(1)
     x = torch.randint(0, 3, (4, 5, 6, 7)).float()   # many ties: the first index of the maximum wins
     check(argmax_rows, x)
+
+
+def test_a_reduction_that_reads_nothing():
+    """The gradient of a rounding division is a sum of zeros: a reduction with no access of its
+    loop variables to order (it raised `max() arg is an empty sequence`)."""
+    x, y = randn(4, 5).requires_grad_(), randn(4, 5).abs() + 1
+    check(lambda x, y: torch.div(x, y, rounding_mode="floor").sum(), x, y)
+    (grad,) = torch.autograd.grad(miniinductor.compile(lambda x, y: torch.div(x, y, rounding_mode="floor").sum())(x, y), x)
+    torch.testing.assert_close(grad, torch.zeros_like(x))
