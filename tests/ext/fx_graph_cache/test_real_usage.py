@@ -73,6 +73,7 @@ print("RESULT " + json.dumps({"error": ((out - eager).norm() / eager.norm()).ite
 """
 
 
+@pytest.mark.sweep   # ~20 s: with the sweeps too (the quick suite stays under 8 minutes on 2 cores)
 @pytest.mark.parametrize("name", ["bert-sdpa"])
 def test_a_second_process_infers_from_the_capture_level(name, tmp_path):
     """Inference under no_grad: the second process skips AOTAutograd too (the capture level)."""
