@@ -9,15 +9,15 @@ miss's bitwise.
 """
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+import fx_cache_common
 import torch
 from conftest import skip_unless_extension
+from fx_cache_common import changes, messages
 
 import miniinductor
 from miniinductor.capture import aot
@@ -25,22 +25,8 @@ from miniinductor.ext import fx_graph_cache
 from miniinductor.ext.fx_graph_cache.store import read_entry, read_record
 
 pytestmark = skip_unless_extension("fx_graph_cache")
+folder, cache = fx_cache_common.folder, fx_cache_common.cache   # the fixtures
 REPO = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("capture_level")
-
-
-@pytest.fixture
-def cache(folder, monkeypatch, caplog):
-    monkeypatch.setenv("MINIINDUCTOR_CACHE_DIR", str(folder))
-    monkeypatch.setenv("MINIINDUCTOR_FX_GRAPH_CACHE", "1")
-    caplog.set_level(logging.INFO, logger="miniinductor.cache")
-    torch._dynamo.reset()
-    yield folder
-    torch._dynamo.reset()
 
 
 def compiled_run(fn, *args, grad=False, **options):
@@ -49,12 +35,7 @@ def compiled_run(fn, *args, grad=False, **options):
     capture, aten = dict(fx_graph_cache.capture_counters), dict(fx_graph_cache.counters)
     with torch.set_grad_enabled(grad):
         out = miniinductor.compile(fn, **options)(*args)
-    return (out, {k: v - capture[k] for k, v in fx_graph_cache.capture_counters.items() if v != capture[k]},
-            {k: v - aten[k] for k, v in fx_graph_cache.counters.items() if v != aten[k]})
-
-
-def messages(caplog) -> str:
-    return "\n".join(r.getMessage() for r in caplog.records if r.name == "miniinductor.cache")
+    return out, changes(fx_graph_cache.capture_counters, capture), changes(fx_graph_cache.counters, aten)
 
 
 SCRIPT = """

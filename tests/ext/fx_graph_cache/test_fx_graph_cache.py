@@ -10,15 +10,15 @@ outputs must equal the miss's bitwise.
 """
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+import fx_cache_common
 import torch
 from conftest import skip_unless_extension
+from fx_cache_common import changes, messages
 
 import miniinductor
 from miniinductor.compile_fx import collect_compiled, last_compiled
@@ -27,22 +27,8 @@ from miniinductor.ext import fx_graph_cache
 from miniinductor.tools.debug import planted_bugs
 
 pytestmark = skip_unless_extension("fx_graph_cache")
+folder, cache = fx_cache_common.folder, fx_cache_common.cache   # the fixtures
 REPO = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    return tmp_path_factory.mktemp("fx_graph_cache")
-
-
-@pytest.fixture
-def cache(folder, monkeypatch, caplog):
-    monkeypatch.setenv("MINIINDUCTOR_CACHE_DIR", str(folder))
-    monkeypatch.setenv("MINIINDUCTOR_FX_GRAPH_CACHE", "1")
-    caplog.set_level(logging.INFO, logger="miniinductor.cache")
-    torch._dynamo.reset()
-    yield folder
-    torch._dynamo.reset()
 
 
 def compiled_run(fn, *args, **options):
@@ -50,11 +36,7 @@ def compiled_run(fn, *args, **options):
     torch._dynamo.reset()
     before = dict(fx_graph_cache.counters)
     out = miniinductor.compile(fn, **options)(*args)
-    return out, {k: v - before[k] for k, v in fx_graph_cache.counters.items() if v != before[k]}
-
-
-def messages(caplog) -> str:
-    return "\n".join(r.getMessage() for r in caplog.records if r.name == "miniinductor.cache")
+    return out, changes(fx_graph_cache.counters, before)
 
 
 SCRIPT = """
@@ -173,7 +155,7 @@ def test_training_hits_forward_and_backward(cache, caplog):
     for runs in (first, second):
         before = dict(fx_graph_cache.counters)
         runs.append(step_fn())
-        runs.append({k: v - before[k] for k, v in fx_graph_cache.counters.items() if v != before[k]})
+        runs.append(changes(fx_graph_cache.counters, before))
         torch._dynamo.reset()
         step_fn = miniinductor.compile(step)
     # the forward, the backward (and the graph after backward(), which gathers the gradients)
