@@ -8,6 +8,8 @@
     python benchmarks/gemm_gpu.py --only MLP --options '{"coordinate_descent_tuning": true}'
     python benchmarks/gemm_gpu.py --only fwd+bwd --backends ours    # one backend a run (a long cold compile)
     python benchmarks/gemm_gpu.py --only MLP --triton-fp32 tf32x3   # TRITON-only float32 dots as three TF32 products
+    python benchmarks/gemm_gpu.py --only MLP --tf32 --backends ours --profile \
+        --options '{"max_autotune_gemm_backends": "CUTLASS"}'    # CUTLASS kernels only (nvcc, nvidia-cutlass)
     python benchmarks/gemm_gpu.py --only fwd+bwd --tf32 --backends ours,inductor --profile
                                                      # the training step with TF32 matmuls, both compilers' kernels
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -115,11 +118,31 @@ def kernel_times(fn, x, smoke: bool, step=forward, calls: int = 10) -> dict:
     return dict(sorted(((k, ms) for k, ms in times.items() if ms > 0), key=lambda kv: -kv[1])[:12])
 
 
+def short_name(kernel: str) -> str:
+    """A profile's kernel name, shortened; a CUTLASS kernel's (a mangled name of thousands of
+    characters) to the epilogue functors it names (`mi_epilogue_add_erf_mul_0`: a fused GELU)."""
+    if "cutlass" not in kernel or "GemmUniversal" not in kernel:
+        return kernel[:100]
+    # a mangled identifier is its length, then its characters
+    functors = sorted({m.group(2)[:int(m.group(1))] for m in re.finditer(r"(\d+)(mi_epilogue\w+)", kernel)})
+    return f"CUTLASS GemmUniversal, epilogue {' '.join(functors) or '(the product alone)'}"
+
+
+def kernel_kinds(graphs) -> dict:
+    """How many matmuls the compiled graphs left to ATen, and how many kernels are Triton
+    templates and CUTLASS GEMMs."""
+    sources = [g.wrapper_source for g in graphs]
+    return {"aten_matmuls": sum(s.count(op) for s in sources for op in ATEN_MATMULS),
+            "triton_templates": sum(name.startswith("triton_tem") for g in graphs for name in g.kernels),
+            "cutlass_gemms": sum(name.startswith("cutlass") for g in graphs for name in g.kernels)}
+
+
 def print_kernel_times(row: dict):
     for label in ("eager", "ours", "inductor", "triton_only", "tma"):
         if f"{label}_profile" in row:
             print(f"  {row['workload']}, {label}: ms per call of each kernel")
-            print("\n".join(f"    {ms:9.4f}  {name[:100]}" for name, ms in row[f"{label}_profile"].items()), flush=True)
+            print("\n".join(f"    {ms:9.4f}  {short_name(name)}" for name, ms in row[f"{label}_profile"].items()),
+                  flush=True)
 
 
 def first_call(make, x, smoke: bool, reference=None, step=forward):
@@ -155,9 +178,10 @@ def run(smoke: bool, mode: str, only: str = "", tma: bool = False, profile: bool
             row["eager_profile"] = kernel_times(module, x, smoke, step)
         reference = step(module, x).detach()
         if "ours" in backends:
-            ours, row["ours_compile_s"], _ = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
+            ours, row["ours_compile_s"], graphs = first_call(lambda: miniinductor.compile(module, mode=mode, **ours_options),
                                                         x, smoke, reference, step)
             row["ours_ms"] = time_ms(ours, x, smoke, step)
+            row["ours_kernels"] = kernel_kinds(graphs)
             if profile:
                 row["ours_profile"] = kernel_times(ours, x, smoke, step)
         if not smoke and "inductor" in backends:

@@ -11,7 +11,9 @@
 # * what the epilogue saves: the product never goes to memory and back;
 # * how `max_autotune=True` picks between ATen and the template's tile configurations
 #   (the **autotuner** and its table), and what `max_autotune_gemm_backends` does;
-# * how to run it all on the CPU (Triton's interpreter) and on a GPU.
+# * how to run it all on the CPU (Triton's interpreter) and on a GPU;
+# * what a CUTLASS kernel is (tile, stages, cluster, schedule, epilogue visitor tree), and
+#   how `max_autotune_gemm_backends="...,CUTLASS"` adds CUTLASS kernels to the choices.
 #
 # GEMM templates are an extension (`gemm`, on by default; `extensions=[]` turns it off). Files,
 # in `miniinductor/ext/gemm/`: `template.py` (the template text, `TritonTemplateKernel`),
@@ -209,5 +211,50 @@ if HAS_GPU:
 else:
     print("no GPU: timings skipped (the interpreter's would mean nothing)")
 assert re.search(r"tl\.dot", kernel.source)
+
+# %% [markdown]
+# ## 5. A CUTLASS kernel: the same GEMM from NVIDIA's C++ templates
+#
+# With `max_autotune_gemm_backends` listing `CUTLASS`, each matmul also gets CUTLASS
+# kernels as choices (`miniinductor/ext/gemm/cutlass/`), timed beside ATen and the Triton
+# template. They need CUTLASS's headers (`pip install nvidia-cutlass`), `nvcc` and a Hopper
+# GPU (compute capability 9.0); elsewhere one info line says what is missing. A CUTLASS
+# kernel is not written out instruction by instruction as our Triton template is: it is an
+# *instance* of CUTLASS's templates, picked by a few choices (`CutlassConfig`):
+#
+# * the **tile** `M x N x K`: the block of C one CTA (thread block) computes, K consumed
+#   a tile at a time, loaded by TMA (the copy engine) into shared memory;
+# * the **stages**: how many K tiles sit in shared memory at once, so that loads run ahead
+#   of the tensor cores (CUTLASS fits as many as the shared memory left beside the epilogue);
+# * the **cluster**: CTAs that run together on neighbouring SMs and share each tile they
+#   load (TMA multicast): a 2x1 cluster loads each B tile once for two CTAs;
+# * the **schedule**: *cooperative* (two warp groups split one tile) or *pingpong* (two warp
+#   groups take turns on tiles: one computes while the other runs its epilogue), both fed by
+#   a producer warp group.
+#
+# The epilogue is an **epilogue visitor tree** (EVT): leaves fetch the accumulator, a bias
+# row, a residual; a compute node runs the fused pointwise code. Our `Epilogue` builds it by
+# running the fused nodes' bodies under an ops handler that writes C++ -- the same `V.ops`
+# trick as every backend here. The source below is what the kernel of `linear_gelu`'s product
+# would be (printing it needs neither CUTLASS nor a GPU):
+
+# %%
+from miniinductor.ext.gemm.cutlass.emit import CutlassConfig, gemm_source  # noqa: E402
+from miniinductor.ext.gemm.cutlass.epilogue import bare_epilogue  # noqa: E402
+
+cutlass_config = CutlassConfig(tile_m=128, tile_n=256, tile_k=64, cluster_m=2, cluster_n=1)
+cuda = gemm_source(torch.bfloat16, "RowMajor", "ColumnMajor", cutlass_config,
+                   bare_epilogue("buf0", torch.bfloat16, 4096, 4096))
+print(cutlass_config.name())
+print("\n".join(line for line in cuda.splitlines()
+                if line.startswith(("using TileShape", "using ClusterShape", "using EVT", "    cutlass::bfloat16_t"))
+                or "KernelTmaWarpSpecialized" in line or "StageCount" in line))
+assert "Shape<_128, _256, _64>" in cuda and "Shape<_2, _1, _1>" in cuda
+
+# %% [markdown]
+# On an H200 (`python benchmarks/gemm_gpu.py --only MLP --profile --options
+# '{"max_autotune_gemm_backends": "CUTLASS"}'`), the MLP's first Linear + GELU became one
+# CUTLASS kernel whose EVT functor, `mi_epilogue_add_erf_mul_0`, adds the bias and applies
+# the exact GELU; docs/benchmarks_gpu.md has the autotuner's tables and the times.
 
 print("tutorial 13 done")

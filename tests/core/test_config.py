@@ -17,6 +17,7 @@ import miniinductor.config as config_module
 from miniinductor.compile_fx import collect_compiled
 from miniinductor.config import MODES, PRESETS, Config, list_mode_options, list_options
 from miniinductor.ext.gemm import options as gemm_options
+from miniinductor.ext.gemm.cutlass import build as cutlass_build
 
 BF16_TOL = dict(zip(("rtol", "atol"), DEFAULT_TOLERANCES[torch.bfloat16]))
 
@@ -174,25 +175,32 @@ def test_graphnet_precedence():
 
 @pytest.mark.parametrize("preset, backend, expected", [
     ("tma", "cpp", "enable_persistent_tma_matmul ignored: the C++ backend has no GEMM templates"),
-    ("cutlass", "triton", "CUTLASS is not installed (pip install nvidia-cutlass"),
+    ("cutlass", "triton", "no CUTLASS choices (using ATEN,TRITON): the nvidia-cutlass package and nvcc not found: "
+                          "`pip install nvidia-cutlass`"),
 ])
 def test_unavailable_hardware_features_are_accepted_with_one_line(preset, backend, expected, caplog, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # as on a CPU-only machine
-    monkeypatch.setattr(gemm_options, "cutlass_installed", lambda: False)
+    monkeypatch.setattr(cutlass_build, "include_dir", lambda: None)   # neither CUTLASS's headers ...
+    monkeypatch.setattr(cutlass_build, "nvcc", lambda: None)          # ... nor nvcc
     model, x = Tiny().eval(), torch.randn(4, 8)
     with caplog.at_level("INFO", logger="miniinductor"):
         compiled = miniinductor.compile(model, preset=preset, cpu_backend=backend)
         _, out = compiled_config(compiled, x)   # (the compile, where lowering says its part, runs here)
     assert [r.getMessage() for r in caplog.records if expected in r.getMessage()] != []
-    assert len([r for r in caplog.records if "ignored" in r.getMessage() or "skipped" in r.getMessage()]) == 1
+    assert len([r for r in caplog.records if any(w in r.getMessage() for w in ("ignored", "CUTLASS"))]) == 1
     with torch.no_grad():
         torch.testing.assert_close(out, model(x))
 
 
-def test_cutlass_alone_leaves_aten():
+def test_cutlass_alone_without_cutlass_is_an_error_naming_the_fix(monkeypatch):
+    monkeypatch.setattr(cutlass_build, "nvcc", lambda: None)
     config = Config.build(options={"max_autotune_gemm_backends": "cutlass"})
-    assert gemm_options.gemm_backends(config) == ("ATEN",)
+    with pytest.raises(RuntimeError, match="no CUTLASS kernel can be built here: .*nvcc not found.*CUDA toolkit.*"
+                                           "or list other backends too"):
+        gemm_options.gemm_backends(config)
     assert gemm_options.gemm_backends(Config.build(preset="cutlass")) == ("ATEN", "TRITON")
+    with pytest.raises(RuntimeError, match="max_autotune_gemm_backends='CUTLASS'"):   # at compile time too
+        miniinductor.compile(Tiny(), max_autotune=True, max_autotune_gemm_backends="CUTLASS")(torch.randn(4, 8))
 
 
 # ------------------------------------------------------------------ errors

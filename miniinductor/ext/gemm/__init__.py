@@ -11,10 +11,13 @@ epilogues fused and timed, and the addmm rewrites around them.
   scheduling.py       its scheduler node (passes.NODE_KINDS), the rule of its epilogue fusion
                       (passes.FUSION_RULES), and the split of a slower fusion
   epilogue_tuning.py  each template timed with its epilogue, fused and apart (tune stage)
+  cutlass/            CUTLASS GEMMs as autotuning choices, epilogues as visitor trees (its own
+                      package: nvcc, nvidia-cutlass and an sm90 GPU where it runs)
 """
 from ...config import declare_extension
 from ...passes import FUSION_RULES, MATMUL_CHOICES, NODE_KINDS, POLICY_PATCHES, Pass, kernel_kind, register
 from . import options  # the options, their checks and notes
+from .cutlass import kernel_for_cutlass_group
 from .epilogue_tuning import benchmark_epilogue_fusion
 from .ir import TemplateBuffer
 from .lowering import addmm_activation, gemm_template, note_unused_tma, prefetch_gemm_templates, unfuse_addmm
@@ -48,6 +51,8 @@ register(Pass("aten_graph", "prefetch_gemm_templates",
               doc="max_autotune on a GPU: template configs compile in threads while lowering goes on"))
 register(Pass("tune", "benchmark_epilogue_fusion", _tune_epilogues, "gemm", enabled=_is_gpu_autotune,
               doc="max_autotune on a GPU: each template timed with its epilogue fused and apart"))
+kernel_kind("triton", "cutlass_template", lambda group, ctx: kernel_for_cutlass_group(group, ctx.config), "gemm",
+            first=True)   # (before the Triton template's: a template the autotuner gave to CUTLASS)
 kernel_kind("triton", "gemm_template", lambda group, ctx: kernel_for_template_group(group, ctx.config), "gemm",
             first=True)
 POLICY_PATCHES.append(("gemm", lambda policy, config, device: {"gemm_templates": policy.name == "triton"}))

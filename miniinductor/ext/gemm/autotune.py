@@ -39,6 +39,7 @@ from ...triton.runtime import (
     precompile_all,
     set_tma_allocator,
 )
+from .cutlass import bare_library, configs_for, time_cutlass
 from .template import Gemm, config_text, gemm_source, grid, launch_meta
 
 log = get_logger("autotune")
@@ -135,7 +136,8 @@ def select_gemm(g: Gemm, layouts, backends: tuple, precision: str, device: torch
     (problem, device, precision, backends, descent). Under the interpreter nothing is timed:
     the first template config is taken."""
     configs = template_configs(g, backends, precision, device, persistent)
-    if not configs:
+    cutlass = configs_for(g, backends, precision, device)   # [] unless asked for and buildable here
+    if not configs and not cutlass:
         return GemmSelection(None, [])
     if persistent == "tma" and device.type == "cuda":
         set_tma_allocator()
@@ -145,11 +147,12 @@ def select_gemm(g: Gemm, layouts, backends: tuple, precision: str, device: torch
                  config_text(configs[0]))
         return GemmSelection(configs[0], [[None, c] for c in configs])
     cache = AutotuneCache(json.dumps([str(g), g.a_stride, g.b_stride, g.a_offset, g.b_offset,
-                                      torch.cuda.get_device_name(device), precision, backends, configs, descend]))
+                                      torch.cuda.get_device_name(device), precision, backends, configs, cutlass,
+                                      descend]))
     if (winner := cache.get()) is not None:
         return GemmSelection(None if winner == "ATEN" else winner, cache.timings())
     start = time.perf_counter()
-    timings, compile_s = _time_choices(g, layouts, configs, backends, precision, device, descend)
+    timings, compile_s = _time_choices(g, layouts, configs, backends, precision, device, descend, cutlass)
     ranked = sorted((ms, name, choice) for name, (ms, choice) in timings.items() if ms < math.inf)
     if not ranked:
         raise RuntimeError(f"max_autotune: no choice for {g} could run (backends {','.join(backends)})")
@@ -163,12 +166,14 @@ def select_gemm(g: Gemm, layouts, backends: tuple, precision: str, device: torch
 
 
 def _time_choices(g: Gemm, layouts, configs, backends: tuple, precision: str, device: torch.device,
-                  descend: bool) -> tuple[dict, float]:
+                  descend: bool, cutlass=()) -> tuple[dict, float]:
     """`select_gemm`'s timing on the GPU: ({name: (ms, config or "ATEN")}, ms inf where a config
     could not run; the seconds the configs' compiles took). Random operands of the real shapes
-    and strides; every config compiled first, then timed; ATen before and after them."""
+    and strides; every config compiled first, then timed; ATen before and after them; the
+    `cutlass` configs (cutlass/choices.py) after the templates."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     timings = {}   # name → (ms, config or "ATEN")
+    libraries = [bare_library(g, c) for c in cutlass]   # nvcc starts now, beside the Triton compiles
     with unset_fake_temporarily():
         a, b = (_operand_tensor(layout) for layout in layouts)
         out = torch.empty((g.B, g.M, g.N) if g.op == "bmm" else (g.M, g.N), device=device, dtype=g.dtype)
@@ -189,9 +194,13 @@ def _time_choices(g: Gemm, layouts, configs, backends: tuple, precision: str, de
         aten = torch.bmm if g.op == "bmm" else torch.mm
         run_aten = lambda: aten(a, b, out=out)  # noqa: E731
         aten_ms = benchmark(run_aten) if "ATEN" in backends else None
-        first = min(configs, key=time_config)
-        if descend and time_config(first) < math.inf:
+        first = min(configs, key=time_config) if configs else None
+        if descend and first is not None and time_config(first) < math.inf:
             coordinate_descent(time_config, first, g)
+        if cutlass:
+            start = time.perf_counter()
+            timings |= time_cutlass(g, list(cutlass), libraries, a, b, out, benchmark)
+            compile_s += time.perf_counter() - start
         # ATen timed again after the configs, the better of the two kept: timed once, first, right
         # after the configs' compiles, bfloat16 4096x4096x1024 read slower on an H100 than on
         # its own (and again when timed last), and the template won where cuBLAS is faster

@@ -50,6 +50,8 @@ from .template import config_text
 log = get_logger("autotune")
 #: the most template configs timed with a group's epilogue: the fastest of the bare table
 EPILOGUE_CHOICES = 6
+#: the same for CUTLASS kernels, fewer: each fused variant is an nvcc build of its own
+CUTLASS_EPILOGUE_CHOICES = 3
 
 
 def timer_for(device: torch.device):
@@ -133,9 +135,12 @@ def tune_group(group, make_kernel, index: int, timer) -> str | None:
     device = template.get_device()
     winner = {k: v for k, v in template.config.items() if k != "precision"}
     table = sorted(template.timings, key=lambda t: t[0] or 0)   # (untimed: None, in order)
-    configs = [c for _, c in table if c != "ATEN"] or [winner]
+    # configs of the winner's kind only (a Triton template's epilogue may have no CUTLASS form)
+    backend = lambda c: c.get("backend", "triton")  # noqa: E731
+    configs = [c for _, c in table if c != "ATEN" and backend(c) == backend(winner)] or [winner]
     bare_ms = min((ms for ms, _ in table if ms is not None), default=None)
-    variants = fused_variants(group, functools.partial(make_kernel, index=index), configs[:EPILOGUE_CHOICES])
+    choices = EPILOGUE_CHOICES if backend(winner) == "triton" else CUTLASS_EPILOGUE_CHOICES
+    variants = fused_variants(group, functools.partial(make_kernel, index=index), configs[:choices])
     if any(kernel.size_args for _, kernel in variants):
         return None   # (symbolic sizes in the epilogue: the first config, fused, as before)
     alone = make_kernel(FusedGroup([n for n in group.nodes if is_template(n)]), index, removed=set())

@@ -193,7 +193,7 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
     if not (config.max_autotune and graph.policy.gemm_templates):
         return None, "no lowering"
     backends = gemm_backends(config)
-    if "TRITON" not in backends:
+    if "TRITON" not in backends and "CUTLASS" not in backends:
         return None, f"max_autotune_gemm_backends={config.max_autotune_gemm_backends!r}"
     a, b = graph.realize_for_extern(a), graph.realize_for_extern(b)
     layouts = [operand(x)[1] for x in (a, b)]
@@ -211,6 +211,12 @@ def gemm_template(a, b) -> tuple[TemplateBuffer | None, str]:
     selection = select_gemm(gemm, layouts, backends, precision, graph.current_device(),
                             config.coordinate_descent_tuning,
                             persistent_kind(gemm, graph.current_device()) if config.enable_persistent_tma_matmul else None)
+    if selection.config is None and not selection.timings and "ATEN" not in backends:
+        from .cutlass.choices import why_not
+        raise RuntimeError(
+            f"max_autotune_gemm_backends={config.max_autotune_gemm_backends!r}: no choice can compute {gemm} "
+            f"(FX node {graph.current_node_name()}): {why_not(gemm, precision, graph.current_device())}. List ATEN "
+            "or TRITON too (e.g. 'ATEN,TRITON,CUTLASS') to let them compute the matmuls CUTLASS cannot.")
     if selection.config is None:
         return None, "max_autotune picked ATen"
     size = [gemm.B, gemm.M, gemm.N] if gemm.op == "bmm" else [gemm.M, gemm.N]

@@ -5,14 +5,13 @@ The options themselves (`max_autotune`, `max_autotune_gemm_backends`, `gemm_fp32
 ...), their presets and what they add to torch.compile's modes; their joint check
 (config.OPTION_CHECKS) and notes (config.FEATURE_NOTES). Mirrors the GEMM part of
 `torch/_inductor/config.py` (`max_autotune_gemm_backends`) and Inductor's CUTLASS lookup
-(`codegen/cuda/cutlass_utils.py`, `try_import_cutlass`). Simplified: CUTLASS is accepted but
-never built; its choices are dropped with one info line.
+(`codegen/cuda/cutlass_utils.py`, `try_import_cutlass`). CUTLASS's choices need its package
+and nvcc (cutlass/build.py, `missing`): where they are lacking, one info line says what and
+how to get it and the other backends are used; CUTLASS alone is then an error saying so.
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
-import shutil
 
 from ...config import FEATURE_NOTES, OPTION_CHECKS, Option
 
@@ -24,10 +23,16 @@ GEMM_BACKENDS = ("ATEN", "TRITON", "CUTLASS")
 
 
 def gemm_backends(config) -> tuple[str, ...]:
-    """The matmul choices that exist here: CUTLASS is dropped (never built); ATen when
-    nothing else is left."""
-    backends = tuple(b for b in config.max_autotune_gemm_backends.split(",") if b != "CUTLASS")
-    return backends or ("ATEN",)
+    """The matmul backends asked for, CUTLASS dropped where its package or nvcc is missing
+    (`log_unavailable` said so). Raises where CUTLASS alone was asked for and cannot be built."""
+    from .cutlass.build import missing
+    backends = tuple(config.max_autotune_gemm_backends.split(","))
+    if "CUTLASS" in backends and (lacking := missing()):
+        backends = tuple(b for b in backends if b != "CUTLASS")
+        if not backends:
+            raise RuntimeError(f"max_autotune_gemm_backends='CUTLASS': no CUTLASS kernel can be built here: {lacking}. "
+                               "Install what is missing, or list other backends too (e.g. 'ATEN,TRITON,CUTLASS').")
+    return backends
 
 
 def check_backends(config):
@@ -39,28 +44,26 @@ def check_backends(config):
                          f"comma-separated (e.g. 'ATEN,TRITON' or 'TRITON')")
 
 
-def cutlass_installed() -> bool:
-    """The nvidia-cutlass package (its headers, `cutlass_library`) and nvcc, as Inductor looks for them."""
-    return importlib.util.find_spec("cutlass_library") is not None and shutil.which("nvcc") is not None
-
-
 def log_unavailable(config):
     """One info line for each GEMM feature `config` asks for that is accepted but not built."""
     if config.enable_persistent_tma_matmul and not (config.max_autotune and "TRITON" in gemm_backends(config)):
         log.info("enable_persistent_tma_matmul ignored: it adds persistent GEMM templates to max_autotune's "
                  "Triton choices (max_autotune=True, max_autotune_gemm_backends with TRITON)")
-    if "CUTLASS" in config.max_autotune_gemm_backends.split(","):
-        log.info("max_autotune_gemm_backends: CUTLASS choices skipped (using %s): %s",
-                 ",".join(gemm_backends(config)),
-                 "miniinductor does not build CUTLASS GEMMs" if cutlass_installed() else
-                 "CUTLASS is not installed (pip install nvidia-cutlass, and nvcc from the CUDA toolkit)")
+    from .cutlass.build import missing
+    if config.max_autotune:
+        gemm_backends(config)   # (CUTLASS alone where it cannot be built: the error)
+    if "CUTLASS" in config.max_autotune_gemm_backends.split(",") and (lacking := missing()):
+        others = [b for b in config.max_autotune_gemm_backends.split(",") if b != "CUTLASS"]
+        if others:
+            log.info("max_autotune_gemm_backends: no CUTLASS choices (using %s): %s", ",".join(others), lacking)
 
 
 OPTIONS = (
     Option("max_autotune", bool, False, "Time a few block sizes per Triton kernel on first launch and keep the "
            "fastest (GPU); matmuls choose between ATen and Triton GEMM templates."),
     Option("max_autotune_gemm_backends", str, "ATEN,TRITON", "With max_autotune, Triton kernels: matmul choices, "
-           "'ATEN,TRITON', 'TRITON' (every matmul from a template) or 'ATEN' (CUTLASS: skipped).",
+           "'ATEN,TRITON', 'TRITON' (every matmul from a template), 'ATEN', with 'CUTLASS' (nvcc and nvidia-cutlass: "
+           "CUTLASS kernels on an sm90 GPU).",
            convert=lambda v: ",".join(b.strip().upper() for b in v.split(",")) if isinstance(v, str) else v),
     Option("enable_persistent_tma_matmul", bool, False, "With max_autotune and Triton GEMM templates: persistent "
            "templates among the choices, TMA loads on compute capability 9.0+ (and the interpreter)."),

@@ -62,7 +62,17 @@ def template_fusion(a, b):
     fused loops (R, Q) or why the pair cannot fuse, EPILOGUE)."""
     if not any(map(is_template, a.nodes + b.nodes)):
         return None
-    return template_problem(a, b) or template_shape(a, b), EPILOGUE
+    shape = template_problem(a, b) or template_shape(a, b)
+    for check in EPILOGUE_CHECKS:   # (a CUTLASS kernel's epilogue must have an EVT form)
+        if not isinstance(shape, str):
+            shape = check(a.nodes + b.nodes, shape[0]) or shape
+    return shape, EPILOGUE
+
+
+#: checks of a template's epilogue by its backend: `check(nodes, loops)` → why the nodes (the
+#: template's and its epilogue's, over `loops`) cannot share its kernel, or None
+#: (cutlass/epilogue.py adds `epilogue_problem`)
+EPILOGUE_CHECKS: list = []
 
 
 def template_shape(a, b):

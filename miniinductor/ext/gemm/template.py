@@ -330,6 +330,8 @@ class TritonTemplateKernel(TritonKernel):
 
 
 def config_text(config: dict) -> str:
+    if config.get("backend") == "cutlass":
+        return config["name"]
     text = ", ".join(f"{k}={config[k]}" for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages"))
     return text + (f", persistent={config['persistent']} x{config['programs']}" if config.get("persistent") else "")
 
