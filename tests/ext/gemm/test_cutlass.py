@@ -133,6 +133,22 @@ def test_float32_without_tf32_and_cutlass_alone_is_an_error_saying_why(monkeypat
                                  max_autotune_gemm_backends="CUTLASS")(torch.randn(8, 64))
 
 
+def test_a_misaligned_tensor_is_an_error_not_a_fault():
+    library = build.CutlassLibrary.__new__(build.CutlassLibrary)   # (never built: the check comes first)
+    with pytest.raises(build.CutlassError, match="not 16-byte aligned .*0x1008"):
+        library.run([0x1000, 0x1008], [1, 1, 1, 1], 0)
+
+
+def test_an_input_at_an_odd_offset_is_copied_before_the_kernel_reads_it(forced_cutlass):
+    view = torch.randn(40, dtype=torch.bfloat16)[3:35]   # starts 6 bytes into its storage
+    copy = build.aligned(view)
+    assert copy.data_ptr() % 16 == 0 and torch.equal(copy, view) and build.aligned(copy) is copy
+    model = nn.Sequential(nn.Linear(64, 128)).to(torch.bfloat16).eval()
+    (graph,) = compiled_graphs(model, torch.randn(32, 64, dtype=torch.bfloat16))
+    source = next(iter(graph.kernels.values())).source
+    assert all(f"{p} = aligned({p})" in source for p in ("in_ptr0", "in_ptr1", "in_ptr2")), source[-600:]
+
+
 @pytest.mark.skipif(build.include_dir() is None or build.nvcc() is None, reason="needs nvidia-cutlass and nvcc")
 def test_nvcc_compiles_the_fused_kernel(forced_cutlass, tmp_path):
     model = nn.Sequential(nn.Linear(64, 128), nn.GELU()).to(torch.bfloat16)

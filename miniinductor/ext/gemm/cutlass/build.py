@@ -125,12 +125,22 @@ class CutlassLibrary:
 
     def run(self, pointers: list[int], ints, stream: int):
         """Launch on `stream` (a raw cudaStream_t); `ints` a list or an `ints(...)` array."""
+        if any(p % 16 for p in pointers):   # TMA and the epilogue's vector loads need 16-byte alignment
+            raise CutlassError(f"a tensor given to a CUTLASS kernel is not 16-byte aligned (data pointers "
+                               f"{[hex(p) for p in pointers]}): an input viewed at an offset? Compile with "
+                               "max_autotune_gemm_backends listing ATEN or TRITON too, or pass a contiguous copy")
         fn = self.wait()
         if isinstance(ints, list):
             ints = self.ints(ints)
         code = fn((ctypes.c_void_p * len(pointers))(*pointers), ints, stream)
         if code:
             raise CutlassError(f"CUTLASS kernel: {self._error().decode()}")
+
+
+def aligned(tensor: torch.Tensor) -> torch.Tensor:
+    """`tensor`, or a copy of it where its data does not start 16-byte aligned (a graph input
+    viewed at an odd offset: TMA cannot read it), as Inductor's `copy_misaligned_inputs` does."""
+    return tensor if tensor.data_ptr() % 16 == 0 else tensor.clone()
 
 
 def gemm_ints(M: int, N: int, K: int, L: int, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> list[int]:

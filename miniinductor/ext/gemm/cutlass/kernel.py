@@ -76,7 +76,7 @@ class CutlassTemplateKernel(Kernel):
             ptrs = list(self.args.input_buffers.values()) + list(self.args.output_buffers.values())
             self._source = "\n".join([
                 "import torch",
-                "from miniinductor.ext.gemm.cutlass.build import CutlassLibrary",
+                "from miniinductor.ext.gemm.cutlass.build import CutlassLibrary, aligned",
                 "",
                 f'CUDA_SOURCE = r"""{cuda}"""',
                 "_library = CutlassLibrary(CUDA_SOURCE)   # nvcc starts now, in the compile pool",
@@ -85,6 +85,8 @@ class CutlassTemplateKernel(Kernel):
                 "",
                 f"def launch_{self.name}({', '.join(ptrs)}):",
                 f'    """CUTLASS GEMM {self.gemm}, {self.cutlass.name()}; takes the tensors of {self.args.call_names()}"""',
+                *[f"    {p} = aligned({p})  # (a graph input at an odd offset: copied)"
+                  for p in self.args.input_buffers.values()],
                 f"    _library.run([{pointers}], _ints, torch._C._cuda_getCurrentRawStream({ptrs[0]}.device.index))",
                 ""])
         return self._source
