@@ -21,6 +21,8 @@ import logging
 import time
 
 import torch
+from torch._dispatch.python import no_python_dispatcher
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 log = logging.getLogger("miniinductor")
 aten = torch.ops.aten
@@ -62,11 +64,14 @@ def channels_last_pays(convs, value=lambda node: node.meta["val"]) -> bool:
     """Do the graph's convolutions (FX nodes of aten.convolution) take less time channels-last?
     `value(node)`: an input's tensor (its meta's; a frozen weight's is the graph's attribute)."""
     totals = [0.0, 0.0]
-    for node in convs:
-        x, w = (value(a) for a in node.args[:2])
-        params = tuple(tuple(p) if isinstance(p, (list, tuple)) else p for p in node.args[3:])
-        key = (tuple(x.shape), tuple(w.shape), node.args[2] is not None, params, x.dtype, x.device.type)
-        for k in (0, 1):
-            totals[k] += _conv_time(*key, channels_last=bool(k))
+    # real tensors, timed as eager runs them: the pass runs under the compile's FakeTensorMode
+    # (fake convolutions take the same time in either layout) and its Python dispatcher
+    with unset_fake_temporarily(), no_python_dispatcher():
+        for node in convs:
+            x, w = (value(a) for a in node.args[:2])
+            params = tuple(tuple(p) if isinstance(p, (list, tuple)) else p for p in node.args[3:])
+            key = (tuple(x.shape), tuple(w.shape), node.args[2] is not None, params, x.dtype, x.device.type)
+            for k in (0, 1):
+                totals[k] += _conv_time(*key, channels_last=bool(k))
     log.info("layout_opt: %d convolution(s) take %.3f ms NCHW, %.3f ms channels-last", len(convs), *totals)
     return totals[1] < totals[0]

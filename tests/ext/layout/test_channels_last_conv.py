@@ -250,6 +250,25 @@ def test_decision_follows_the_timed_convolutions(monkeypatch, faster):
                      ((1, 2, 4, 4, 4), True, False), ((1, 2, 4, 4, 4), True, True)]
 
 
+def test_the_timed_convolutions_are_real_under_the_compiles_fake_mode():
+    """The pass runs under the compile's FakeTensorMode: the timing must leave it, or it times
+    fake convolutions, as long in one layout as in the other (the decision was a coin toss
+    until 2026-11-28: regnetx_002 went NCHW at 0.57x Inductor's speed on the CPU). Real timer,
+    a 1x1 convolution of many channels, where channels-last is several times faster on the CPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from miniinductor.ext.layout import timing
+    conv = nn.Conv2d(368, 368, 1, bias=False)
+    gm = make_fx(conv)(randn(1, 368, 3, 3))
+    convs = [n for n in gm.graph.nodes if n.target is torch.ops.aten.convolution.default]
+    timing._conv_time.cache_clear()
+    with FakeTensorMode():
+        assert timing.channels_last_pays(convs)
+    key = ((1, 368, 3, 3), (368, 368, 1, 1), False, ((1, 1), (0, 0), (1, 1), False, (0, 0), 1), torch.float32, "cpu")
+    assert timing._conv_time(*key, channels_last=True) < 0.7 * timing._conv_time(*key, channels_last=False)
+
+
 def test_gpu_convolution_bias_is_peeled_into_an_add():
     """On the GPU a convolution's bias becomes an add of ours (bias.py, as Inductor's conv
     lowering does), which fuses into the kernel reading the convolution; traced on fake CUDA
