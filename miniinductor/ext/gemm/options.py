@@ -50,12 +50,13 @@ def log_unavailable(config):
         log.info("enable_persistent_tma_matmul ignored: it adds persistent GEMM templates to max_autotune's "
                  "Triton choices (max_autotune=True, max_autotune_gemm_backends with TRITON)")
     from .cutlass.build import missing
-    if config.max_autotune:
-        gemm_backends(config)   # (CUTLASS alone where it cannot be built: the error)
-    if "CUTLASS" in config.max_autotune_gemm_backends.split(",") and (lacking := missing()):
-        others = [b for b in config.max_autotune_gemm_backends.split(",") if b != "CUTLASS"]
-        if others:
-            log.info("max_autotune_gemm_backends: no CUTLASS choices (using %s): %s", ",".join(others), lacking)
+    asked = config.max_autotune_gemm_backends.split(",")
+    if "CUTLASS" in asked and (lacking := missing()):
+        if asked != ["CUTLASS"]:
+            log.info("max_autotune_gemm_backends: no CUTLASS choices (using %s): %s",
+                     ",".join(b for b in asked if b != "CUTLASS"), lacking)
+        elif config.max_autotune:
+            gemm_backends(config)   # CUTLASS alone: its error, as every matmul's lowering would raise it
 
 
 OPTIONS = (

@@ -78,22 +78,22 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1))
 
 
-def library_path(source: str, flags=tuple(NVCC_FLAGS)) -> Path:
+def library_path(source: str) -> Path:
     """Where the library of `source` is cached."""
-    key = hashlib.sha256("\n".join([source, *flags, nvcc_version()]).encode()).hexdigest()[:32]
+    key = hashlib.sha256("\n".join([source, *NVCC_FLAGS, nvcc_version()]).encode()).hexdigest()[:32]
     return cache_dir() / "cutlass" / f"{key}.so"
 
 
-def compile_source(source: str, output_flag: str = "-o", flags=tuple(NVCC_FLAGS)) -> Path:
+def compile_source(source: str) -> Path:
     """nvcc `source` into its cached library (nothing to do when it is there)."""
-    lib = library_path(source, flags)
+    lib = library_path(source)
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
         src, out = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.so"
         src.write_text(source)
-        done = subprocess.run([nvcc(), *flags, f"-I{include_dir()}", str(src), output_flag, str(out)],
+        done = subprocess.run([nvcc(), *NVCC_FLAGS, f"-I{include_dir()}", str(src), "-o", str(out)],
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise CutlassError(f"nvcc failed on a CUTLASS kernel ({src.name}):\n{done.stderr[-4000:]}")
@@ -124,14 +124,12 @@ class CutlassLibrary:
         return (ctypes.c_int64 * len(values))(*values)
 
     def run(self, pointers: list[int], ints, stream: int):
-        """Launch on `stream` (a raw cudaStream_t); `ints` a list or an `ints(...)` array."""
+        """Launch on `stream` (a raw cudaStream_t); `ints` an `ints(...)` array."""
         if any(p % 16 for p in pointers):   # TMA and the epilogue's vector loads need 16-byte alignment
             raise CutlassError(f"a tensor given to a CUTLASS kernel is not 16-byte aligned (data pointers "
                                f"{[hex(p) for p in pointers]}): an input viewed at an offset? Compile with "
                                "max_autotune_gemm_backends listing ATEN or TRITON too, or pass a contiguous copy")
         fn = self.wait()
-        if isinstance(ints, list):
-            ints = self.ints(ints)
         code = fn((ctypes.c_void_p * len(pointers))(*pointers), ints, stream)
         if code:
             raise CutlassError(f"CUTLASS kernel: {self._error().decode()}")
@@ -141,19 +139,3 @@ def aligned(tensor: torch.Tensor) -> torch.Tensor:
     """`tensor`, or a copy of it where its data does not start 16-byte aligned (a graph input
     viewed at an odd offset: TMA cannot read it), as Inductor's `copy_misaligned_inputs` does."""
     return tensor if tensor.data_ptr() % 16 == 0 else tensor.clone()
-
-
-def gemm_ints(M: int, N: int, K: int, L: int, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor) -> list[int]:
-    """The kernel's `ints`: M N K L, then A's, B's and D's (rows, columns, batch) strides."""
-    def strides(t):
-        return [t.stride(-2), t.stride(-1), t.stride(0) if t.dim() == 3 else 0]
-    return [M, N, K, L, *strides(a), *strides(b), *strides(d)]
-
-
-def launch(library: CutlassLibrary, a: torch.Tensor, b: torch.Tensor, d: torch.Tensor, *extra: torch.Tensor):
-    """D = epilogue(A @ B) on the current stream; `extra`: the epilogue's tensors, in the
-    kernel's order (Epilogue.pointer_names, after D)."""
-    M, K, N = a.shape[-2], a.shape[-1], b.shape[-1]
-    L = a.shape[0] if a.dim() == 3 else 1
-    library.run([a.data_ptr(), b.data_ptr(), d.data_ptr(), *(t.data_ptr() for t in extra)],
-                gemm_ints(M, N, K, L, a, b, d), torch.cuda.current_stream(a.device).cuda_stream)

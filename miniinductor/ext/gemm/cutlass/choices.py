@@ -8,6 +8,7 @@ together (nvcc in the compile pool) before the first is timed.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 
@@ -19,13 +20,11 @@ from .epilogue import bare_epilogue
 from .kernel import layouts_of, static_ints
 
 log = logging.getLogger("miniinductor")
-_said: set[str] = set()
 
 
+@functools.lru_cache(maxsize=None)
 def say_once(text: str):
-    if text not in _said:
-        _said.add(text)
-        log.info(text)
+    log.info(text)
 
 
 def cutlass_problem(g, precision: str) -> str | None:
@@ -76,11 +75,10 @@ def time_cutlass(g, configs: list[dict], libraries, a: torch.Tensor, b: torch.Te
     """{name: (ms, config)} of each CUTLASS config on these operands, `libraries` their
     `bare_library`s (ms inf where its build or launch failed; why, at debug level)."""
     ints = CutlassLibrary.ints(static_ints(g))
+    pointers, stream = [a.data_ptr(), b.data_ptr(), out.data_ptr()], torch.cuda.current_stream(out.device).cuda_stream
     timings = {}
     for config, library in zip(configs, libraries):
         name = f"cutlass_{g.op} {CutlassConfig.of(config).name()}"
-        pointers = [a.data_ptr(), b.data_ptr(), out.data_ptr()]
-        stream = torch.cuda.current_stream(out.device).cuda_stream
         try:
             library.run(pointers, ints, stream)
             timings[name] = (benchmark(lambda library=library: library.run(pointers, ints, stream)), config)

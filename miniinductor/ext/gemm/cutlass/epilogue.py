@@ -30,6 +30,7 @@ import torch
 
 from ....ir.indexing import canonical_vars
 from ....virtualized import V
+from ..scheduling import is_template
 from .emit import CUTLASS_TYPE
 
 #: ops name → CUDA C expression on float operands ({0}, {1}, {2}: the arguments)
@@ -278,13 +279,13 @@ template <int F> struct {self.functor(k)}<cutlass::Array<float, F>> {{
 def epilogue_problem(nodes, loops) -> str | None:
     """Why these nodes (a CUTLASS template's and its epilogue's, over `loops`) cannot share
     its kernel, or None; None too for a Triton template (scheduling.EPILOGUE_CHECKS)."""
-    template = next(n for n in nodes if getattr(n, "is_template", False)).node
+    template = next(n for n in nodes if is_template(n)).node
     if template.config.get("backend") != "cutlass":
         return None
     epilogue = Epilogue(template.get_name(), template.get_dtype(), loops, template.get_size()[-1])
     try:
         for node in nodes:
-            if not getattr(node, "is_template", False):
+            if not is_template(node):
                 epilogue.add_node(node)
     except EpilogueProblem as why:
         return f"a CUTLASS epilogue: {why}"
